@@ -141,6 +141,12 @@ UNUSED_VALUE = _builtin("CK114", "unused-value",
                         "A buffer, fragment or pipeline that is declared and never used.",
                         severity=Severity.WARNING, fix=FixAvailability.ALWAYS)
 
+# --- CK2xx: resources (cake_core/verify/resources.py) ----------------------------------
+
+# --- CK3xx: synchronization (cake_core/verify/sync.py) ----------------------------------
+
+# --- CK4xx: layouts and memory access (cake_core/verify/layout.py) -------------------------
+
 # --- CK9xx: faults ---------------------------------------------------------------------
 INTERNAL_ERROR = _builtin("CK901", "internal-error",
                           "The compiler failed on this input; please report it.")

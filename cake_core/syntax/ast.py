@@ -131,6 +131,16 @@ class ListExpr(Expr):
     elts: tuple[Expr, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Invalid(Expr):
+    """A placeholder for an expression the parser could not build and already reported.
+
+    It stands where the text holds an unsupported construct (a lambda), malformed text or
+    a subtree nested too deeply, so the enclosing statement survives for the language
+    server; consumers skip it without reporting it again.
+    """
+
+
 # --- statements -----------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Stmt(Node):

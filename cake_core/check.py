@@ -1,0 +1,73 @@
+"""The static gate as one function: text -> AST -> typed IR -> diagnostics.
+
+This is the entry point the CLI, the language server and the agents share, so all three
+see the same findings.  A fault inside the compiler becomes a CK901 diagnostic on the
+file instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cake_core.diagnostics import codes
+from cake_core.diagnostics.model import Diagnostic, sort_diagnostics
+from cake_core.primitives.registry import Registry
+from cake_core.syntax.parser import ParseResult, parse
+from cake_core.syntax.source import SourceFile
+from cake_core.verify import Pass
+
+
+
+@dataclass
+class CheckResult:
+    source: SourceFile
+    parse: ParseResult | None
+    program: Program | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity.value == "error"]
+
+
+def check_source(source: SourceFile, *, arch: str | None = None,
+                 registry: Registry | None = None, passes: Sequence[Pass] | None = None,
+                 parsed: ParseResult | None = None) -> CheckResult:
+    """Parse, build and verify one source file.  Never raises on any input."""
+    result = CheckResult(source, None, None)
+    diags: list[Diagnostic] = []
+    try:
+        result.parse = parsed or parse(source)
+        diags.extend(result.parse.diagnostics)
+        from cake_core.ir.builder import build_program
+
+        built = build_program(result.parse.module, source, registry=registry, arch=arch)
+        result.program = built.program
+        syntax_at = min((d.span.start.offset for d in result.parse.diagnostics
+                         if d.severity.value == "error"), default=None)
+        # after a syntax error the AST has holes; type findings beyond it would be echoes
+        diags.extend(d for d in built.diagnostics
+                     if syntax_at is None or d.span.end.offset <= syntax_at)
+        if syntax_at is None and not any(d.severity.value == "error" for d in built.diagnostics):
+            if passes is None:
+                from cake_core.verify import builtin_passes
+
+                passes = builtin_passes()
+            for p in passes:
+                diags.extend(p(built.program, source))
+    except Exception as exc:  # the compiler's own fault: report it, keep the user's work
+        tb = traceback.extract_tb(exc.__traceback__)[-1]
+        diags.append(codes.INTERNAL_ERROR.at(
+            source.span(0, 0),
+            f"internal compiler error: {type(exc).__name__}: {exc}",
+            notes=[f"at {Path(tb.filename).name}:{tb.lineno} in {tb.name}",
+                   "please report this with the file that triggered it"]))
+    result.diagnostics = sort_diagnostics([d.with_path(source.path) for d in diags])
+    return result
+
+
+def check_text(text: str, path: str = "<input>", **kw: object) -> CheckResult:
+    return check_source(SourceFile(text, path), **kw)  # type: ignore[arg-type]

@@ -1,0 +1,567 @@
+"""AST -> typed IR: name resolution, constant folding and type checking in one walk.
+
+The walk never executes anything: top-level constants fold through `SymExpr`, and every
+call is either a builder form (`dim`, `range`, `role`, `cdiv`, layouts) or a registry
+primitive whose type rule decides the result type.  A value whose definition failed
+gets `ErrorType`, so uses of it stay quiet: one mistake, one diagnostic.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from cake_core.diagnostics import codes
+from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related, TextEdit
+from cake_core.hardware import ArchSpec, get_arch, suggest_arch
+from cake_core.ir import expressions
+from cake_core.ir.kernel import (
+    ForOp,
+    IfOp,
+    Kernel,
+    Node,
+    Op,
+    Param,
+    Program,
+    Role,
+    SmemAlloc,
+    Value,
+)
+from cake_core.ir.scope import int_value
+from cake_core.ir.symbolic import Const, Dim, Var
+from cake_core.ir.types import (
+    BarrierType,
+    DType,
+    ErrorType,
+    FragmentType,
+    IntType,
+    PipelineType,
+    RangeType,
+    RoleType,
+    ScalarType,
+    SmemType,
+    StrType,
+    TensorType,
+    TupleType,
+    numel,
+)
+from cake_core.primitives.registry import Registry, builtin_registry
+from cake_core.syntax import ast
+from cake_core.syntax.source import SourceFile, Span
+
+#: Alignment (bytes) of a shared-memory buffer by swizzle span: the swizzle atom.
+SWIZZLE_ALIGN = {0: 16, 32: 256, 64: 512, 128: 1024}
+_UNIQUE_KINDS = (SmemType, PipelineType, BarrierType)
+
+
+@dataclass
+class BuildResult:
+    program: Program
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+def build_program(module: ast.Module, source: SourceFile, *, registry: Registry | None = None,
+                  arch: str | None = None) -> BuildResult:
+    """Type-check a parsed module and build its IR; never raises on bad input."""
+    b = ProgramBuilder(source, registry or builtin_registry(), arch)
+    b.build(module)
+    return BuildResult(b.program, b.diags)
+
+
+class ProgramBuilder:
+    def __init__(self, source: SourceFile, registry: Registry, arch: str | None) -> None:
+        self.source = source
+        self.registry = registry
+        self.arch_override = arch
+        self.program = Program(source.path)
+        self.diags: list[Diagnostic] = []
+        self.globals: dict[str, Value] = {}
+
+    def build(self, module: ast.Module) -> None:
+        ev = expressions.Evaluator(self, kernel=None)
+        saw_kernel = False
+        for stmt in module.body:
+            if isinstance(stmt, ast.FunctionDef):
+                saw_kernel = True
+                kb = KernelBuilder(self, stmt)
+                kernel = kb.build()
+                if kernel is not None:
+                    self.program.kernels.append(kernel)
+            elif isinstance(stmt, ast.Assign):
+                value = ev.expr(stmt.value)
+                for target in stmt.targets:
+                    ev.bind(target, value, scope=self.globals)
+            elif isinstance(stmt, ast.ExprStmt) and isinstance(stmt.value, ast.Constant) and \
+                    isinstance(stmt.value.value, str):
+                continue  # a docstring
+            elif isinstance(stmt, ast.Pass):
+                continue
+            else:
+                self.diags.append(codes.INVALID_TOPLEVEL.at(
+                    stmt.span, "only constants, dim() declarations and @kernel functions may "
+                    "appear at the top level of a .cake file"))
+        for name, v in self.globals.items():
+            self.program.constants[name] = v
+            if isinstance(v.sym, Dim):
+                self.program.dims[v.sym.name] = v.sym
+        if not saw_kernel and not any(d.code == "CK001" for d in self.diags):
+            self.diags.append(codes.NO_KERNEL.at(
+                self.source.span(0, 0), "this file defines no @kernel function"))
+
+
+class KernelBuilder:
+    """Builds one @kernel function; implements the `KernelScope` protocol for type rules."""
+
+    def __init__(self, pb: ProgramBuilder, fn: ast.FunctionDef) -> None:
+        self.pb = pb
+        self.fn = fn
+        self.registry = pb.registry
+        self.diags = pb.diags
+        self.scope: dict[str, Value] = {}
+        self.role: Role | None = None
+        self.blocks: list[list[Node]] = []
+        self.loops: list[ForOp] = []
+        self.loop_defs: list[set[str]] = []
+        self.kernel: Kernel | None = None
+        self.arch: ArchSpec | None = None
+        self.pipelines: dict[str, Span] = {}
+        self.used: set[int] = set()
+        self.defs: dict[str, tuple[Value, ast.Stmt]] = {}
+        self.ev = expressions.Evaluator(pb, kernel=self)
+
+    # -- KernelScope ------------------------------------------------------------------
+    def add_smem(self, name: str, ty: SmemType, span: Span) -> None:
+        assert self.kernel is not None
+        shape = tuple(d.const or 0 for d in ty.shape)
+        n = numel(ty.shape) or 0
+        if ty.layout.pad:
+            rows = n // max(1, shape[-1])
+            n = rows * (shape[-1] + ty.layout.pad)
+        align = SWIZZLE_ALIGN.get(ty.layout.swizzle, 16)
+        self.kernel.smem.append(SmemAlloc(name, ty.dtype, shape, ty.layout, n * ty.dtype.bytes,
+                                          align, span))
+
+    def add_barriers(self, name: str, count: int, span: Span) -> None:
+        assert self.kernel is not None
+        self.kernel.smem.append(SmemAlloc(name, None, (count,), None, 8 * count, 8, span,
+                                          kind="barrier"))
+
+    def role_names(self) -> list[str]:
+        return list(self.kernel.roles) if self.kernel else []
+
+    def declare_pipeline(self, name: str, span: Span) -> None:
+        self.pipelines[name] = span
+
+    # -- building ------------------------------------------------------------------------
+    def build(self) -> Kernel | None:
+        fn = self.fn
+        deco = self._decorator()
+        if deco is None:
+            return None
+        arch_name, arch_span, grid, warps, warps_span, cluster = deco
+        self.arch = get_arch(arch_name) if arch_name else None
+        assert self.arch is not None
+        k = Kernel(fn.name, self.arch.name, grid, warps, cluster, [], [], fn.span, fn.name_span,
+                   fn.decorators[0].span, dict(self.pb.program.dims), arch_span=arch_span,
+                   warps_span=warps_span)
+        self.kernel = k
+        for p in fn.params:
+            v = self._param(p)
+            if v is not None:
+                k.params.append(Param(p.name, v, p.span))
+                self._define(p.name, v, None)
+        self.blocks.append(k.body)
+        self._stmts(fn.body)
+        self.blocks.pop()
+        self._check_pipelines()
+        self._check_unused()
+        k.values = {**{n: v for n, (v, _) in self.defs.items()}}
+        return k
+
+    def _decorator(self) -> tuple[str, Span | None, tuple, int, Span | None, tuple[int, ...]] | None:
+        fn = self.fn
+        decos = [d for d in fn.decorators
+                 if isinstance(d, ast.Call) and isinstance(d.func, ast.Name)
+                 and d.func.id == "kernel"]
+        if len(fn.decorators) != 1 or len(decos) != 1:
+            span = fn.decorators[0].span if fn.decorators else fn.name_span
+            self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                span, f"`{fn.name}` needs exactly one decorator, "
+                "`@kernel(arch=..., grid=..., warps=...)`"))
+            return None
+        call = decos[0]
+        kws = {kw.name: kw for kw in call.keywords}
+        ok = True
+        for kw in call.keywords:
+            if kw.name not in ("arch", "grid", "warps", "cluster"):
+                hit = difflib.get_close_matches(kw.name, ["arch", "grid", "warps", "cluster"], 1)
+                fixes = [Fix(f"rename to `{hit[0]}`", (TextEdit(kw.name_span, hit[0]),))] \
+                    if hit else []
+                self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                    kw.name_span, f"@kernel has no parameter `{kw.name}`"
+                    + (f"; did you mean `{hit[0]}`?" if hit else ""), fixes=fixes))
+                ok = False
+        if call.args:
+            self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                call.args[0].span, "@kernel takes keyword arguments only: "
+                "arch=, grid=, warps=, cluster="))
+            ok = False
+        # arch
+        arch_name: str | None = self.pb.arch_override
+        arch_span: Span | None = None
+        if "arch" in kws:
+            arch_span = kws["arch"].value.span
+            v = self.ev.expr(kws["arch"].value)
+            if not isinstance(v.type, StrType):
+                self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                    arch_span, 'arch must be a string such as "sm_90a"'))
+                ok = False
+            elif arch_name is None:
+                arch_name = str(v.const)
+                if get_arch(arch_name) is None:
+                    hit = suggest_arch(arch_name)
+                    fixes = [Fix(f'use "{hit}"', (TextEdit(arch_span, f'"{hit}"'),),
+                                 Applicability.UNSAFE)] if hit else []
+                    self.diags.append(codes.ARCH_UNSUPPORTED.at(
+                        arch_span, f"unknown arch {arch_name!r}"
+                        + (f'; did you mean "{hit}"?' if hit else ""), fixes=fixes,
+                        notes=["known archs: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100a"]))
+                    ok = False
+        elif arch_name is None:
+            self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                call.span, '@kernel needs an arch, e.g. arch="sm_90a" (or pass --arch)'))
+            ok = False
+        elif get_arch(arch_name) is None:
+            self.diags.append(codes.ARCH_UNSUPPORTED.at(call.span, f"unknown arch {arch_name!r}"))
+            ok = False
+        # grid
+        grid: tuple = ()
+        if "grid" not in kws:
+            self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                call.span, "@kernel needs a grid, e.g. grid=(cdiv(M, BM), cdiv(N, BN))"))
+            ok = False
+        else:
+            gv = self.ev.expr(kws["grid"].value)
+            elts = gv.const if isinstance(gv.type, TupleType) else (gv,)
+            syms = []
+            for e in elts:  # type: ignore[union-attr]
+                if isinstance(e.type, ErrorType):
+                    ok = False
+                elif not isinstance(e.type, IntType) or e.sym is None or \
+                        not e.sym.is_launch_constant:
+                    self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                        kws["grid"].value.span, "grid entries must be ints known at launch "
+                        "(constants and dim() sizes)"))
+                    ok = False
+                    break
+                else:
+                    syms.append(e.sym)
+            if ok and not 1 <= len(syms) <= 3:
+                self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                    kws["grid"].value.span, f"grid has {len(syms)} dimensions; it takes 1 to 3"))
+                ok = False
+            grid = tuple(syms)
+        # warps
+        warps = 4
+        warps_span: Span | None = None
+        if "warps" in kws:
+            warps_span = kws["warps"].value.span
+            wv = self.ev.expr(kws["warps"].value)
+            c = wv.sym.const if wv.sym is not None else None
+            if c is None or not 1 <= c <= 32:
+                self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                    warps_span, "warps must be a constant from 1 to 32 (at most 1024 threads)"))
+                ok = False
+            else:
+                warps = c
+        cluster: tuple[int, ...] = (1,)
+        if "cluster" in kws:
+            cv = self.ev.expr(kws["cluster"].value)
+            elts = cv.const if isinstance(cv.type, TupleType) else (cv,)
+            cs = [e.sym.const if e.sym is not None else None for e in elts]  # type: ignore[union-attr]
+            if any(c is None or c < 1 for c in cs) or not 1 <= len(cs) <= 3:
+                self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                    kws["cluster"].value.span, "cluster must be 1 to 3 positive constants"))
+                ok = False
+            else:
+                cluster = tuple(c for c in cs if c is not None)
+        if not ok or arch_name is None:
+            return None
+        return arch_name, arch_span, grid, warps, warps_span, cluster
+
+    def _param(self, p: ast.Param) -> Value | None:
+        if p.default is not None:
+            self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                p.default.span, "kernel parameters take no defaults"))
+        ann = p.annotation
+        if ann is None:
+            self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                p.name_span, f"parameter `{p.name}` needs a type, e.g. "
+                f"`{p.name}: Tensor[bf16, (M, K)]`"))
+            return None
+        if isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name) and \
+                ann.value.id == "Tensor":
+            idx = ann.index.elts if isinstance(ann.index, ast.Tuple) else (ann.index,)
+            if len(idx) != 2:
+                self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                    ann.span, "write tensor types as Tensor[dtype, (d0, d1, ...)]"))
+                return None
+            dt = self.ev.expr(idx[0])
+            shp = self.ev.expr(idx[1])
+            if not isinstance(dt.const, DType):
+                if not isinstance(dt.type, ErrorType):
+                    self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                        idx[0].span, "the first argument of Tensor[...] must be a dtype"))
+                return None
+            elts = shp.const if isinstance(shp.type, TupleType) else (shp,)
+            dims = []
+            for e in elts:  # type: ignore[union-attr]
+                if isinstance(e.type, ErrorType):
+                    return None
+                if not isinstance(e.type, IntType) or e.sym is None or \
+                        not e.sym.is_launch_constant:
+                    self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                        idx[1].span, "tensor extents must be constants or dim() sizes"))
+                    return None
+                dims.append(e.sym)
+            return Value(p.name, TensorType(dt.const, tuple(dims)), p.name_span)
+        v = self.ev.expr(ann)
+        if isinstance(v.const, DType):
+            return Value(p.name, ScalarType(v.const), p.name_span)
+        if not isinstance(v.type, ErrorType):
+            self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                ann.span, "a kernel parameter is a Tensor[dtype, shape] or a scalar dtype"))
+        return None
+
+    # -- statements ----------------------------------------------------------------------
+    @property
+    def block(self) -> list[Node]:
+        return self.blocks[-1]
+
+    def emit(self, node: Node) -> None:
+        self.block.append(node)
+
+    def _stmts(self, stmts: tuple[ast.Stmt, ...]) -> None:
+        for s in stmts:
+            self._stmt(s)
+
+    def _stmt(self, s: ast.Stmt) -> None:
+        if isinstance(s, ast.Assign):
+            targets = tuple(_target_names(t) for t in s.targets)
+            flat = targets[0] if len(targets) == 1 else ()
+            value = self.ev.expr(s.value, targets=flat)
+            for t in s.targets:
+                self.ev.bind(t, value, scope=self.scope, stmt=s)
+        elif isinstance(s, ast.AugAssign):
+            value = self.ev.binop(s.op, s.target, s.value, s.span)
+            self.ev.bind(s.target, value, scope=self.scope, stmt=s)
+        elif isinstance(s, ast.ExprStmt):
+            if isinstance(s.value, ast.Constant) and isinstance(s.value.value, str):
+                return
+            if not isinstance(s.value, ast.Call):
+                self.diags.append(codes.UNSUPPORTED_SYNTAX.at(
+                    s.span, "this expression has no effect"))
+                return
+            self.ev.expr(s.value)
+        elif isinstance(s, ast.For):
+            self._for(s)
+        elif isinstance(s, ast.If):
+            self._if(s)
+        elif isinstance(s, ast.With):
+            self._with(s)
+        elif isinstance(s, ast.Pass):
+            return
+        elif isinstance(s, ast.Return):
+            if s.value is not None:
+                self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
+                    s.span, "kernels return nothing: write results with store() or tma_store()"))
+        else:
+            self.diags.append(codes.UNSUPPORTED_SYNTAX.at(
+                s.span, f"`{type(s).__name__}` is not allowed inside a kernel"))
+
+    def _for(self, s: ast.For) -> None:
+        it = s.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+                and it.func.id == "range"):
+            self.diags.append(codes.UNSUPPORTED_SYNTAX.at(
+                it.span, "loops run over range(...): `for k in range(cdiv(K, BK)):`"))
+            return
+        rng = self.ev.expr(it)
+        if isinstance(rng.type, ErrorType):
+            return
+        start, stop, step = rng.const  # type: ignore[misc]
+        if not isinstance(s.target, ast.Name):
+            self.diags.append(codes.UNSUPPORTED_SYNTAX.at(
+                s.target.span, "a loop variable is a single name"))
+            return
+        var = Var(s.target.id, start, stop)
+        v = int_value(var, s.target.span, s.target.id)
+        loop = ForOp(v, start, stop, step, [], s.span, self.role.name if self.role else None)
+        self.emit(loop)
+        self._define(s.target.id, v, s)
+        self.blocks.append(loop.body)
+        self.loops.append(loop)
+        self.loop_defs.append(set())
+        self._stmts(s.body)
+        self.loop_defs.pop()
+        self.loops.pop()
+        self.blocks.pop()
+
+    def _if(self, s: ast.If) -> None:
+        cond = self.ev.expr(s.test)
+        if isinstance(cond.type, ErrorType):
+            return
+        known = expressions.constant_truth(cond)
+        if known is not None:  # compile-time branch: only the taken side exists
+            self._stmts(s.body if known else s.orelse)
+            return
+        if not (isinstance(cond.type, ScalarType) and cond.type.dtype == DType.BOOL) and \
+                not isinstance(cond.type, IntType):
+            self.diags.append(codes.TYPE_MISMATCH.at(
+                s.test.span, f"an `if` tests an int comparison, not {cond.type.describe()}; "
+                "use where() for per-element choices"))
+            return
+        node = IfOp(cond, [], [], s.span, self.role.name if self.role else None)
+        self.emit(node)
+        self.blocks.append(node.then)
+        self._stmts(s.body)
+        self.blocks.pop()
+        self.blocks.append(node.orelse)
+        self._stmts(s.orelse)
+        self.blocks.pop()
+
+    def _with(self, s: ast.With) -> None:
+        assert self.kernel is not None
+        if len(s.items) != 1 or not isinstance(s.items[0].context, ast.Call) or \
+                not isinstance(s.items[0].context.func, ast.Name) or \
+                s.items[0].context.func.id != "role":
+            self.diags.append(codes.UNSUPPORTED_SYNTAX.at(
+                s.items[0].span if s.items else s.span,
+                "`with` introduces a warp role: `with role(\"load\", warps=range(0, 4)):`"))
+            return
+        call = s.items[0].context
+        assert isinstance(call, ast.Call)
+        if self.role is not None:
+            self.diags.append(codes.BAD_ROLE.at(
+                call.span, f"roles do not nest: this is inside role {self.role.name!r}",
+                related=[Related(self.role.span, "the enclosing role")]))
+            return
+        if self.loops:
+            self.diags.append(codes.BAD_ROLE.at(call.span, "a role must be declared at the "
+                                                "kernel's top level, not inside a loop"))
+            return
+        rv = self.ev.expr(call)
+        if isinstance(rv.type, ErrorType):
+            return
+        name, w0, w1, regs = rv.const  # type: ignore[misc]
+        role = Role(name, w0, w1, regs, [], s.span, call.args[0].span if call.args else call.span)
+        k = self.kernel
+        if name in k.roles:
+            self.diags.append(codes.BAD_ROLE.at(
+                role.name_span, f"role {name!r} is declared twice",
+                related=[Related(k.roles[name].name_span, "first declared here")]))
+            return
+        if w1 > k.warps:
+            fixes = []
+            if k.warps_span is not None:
+                fixes.append(Fix(f"set warps={w1}", (TextEdit(k.warps_span, str(w1)),),
+                                 Applicability.UNSAFE))
+            self.diags.append(codes.BAD_ROLE.at(
+                call.span, f"role {name!r} uses warps {w0}..{w1 - 1} but the kernel has "
+                f"{k.warps} warps", fixes=fixes))
+            return
+        for other in k.roles.values():
+            if w0 < other.warp_stop and other.warp_start < w1:
+                self.diags.append(codes.BAD_ROLE.at(
+                    call.span, f"role {name!r} (warps {w0}..{w1 - 1}) overlaps role "
+                    f"{other.name!r} (warps {other.warp_start}..{other.warp_stop - 1})",
+                    related=[Related(other.name_span, f"role {other.name!r}")]))
+                return
+        k.roles[name] = role
+        self.emit(role)
+        self.role = role
+        self.blocks.append(role.body)
+        self._stmts(s.body)
+        self.blocks.pop()
+        self.role = None
+
+    # -- bookkeeping ---------------------------------------------------------------------
+    def _define(self, name: str, v: Value, stmt: ast.Stmt | None) -> None:
+        """Bind a name in the kernel scope, checking what may be re-bound."""
+        old = self.scope.get(name)
+        if old is not None and isinstance(old.type, _UNIQUE_KINDS):
+            self.diags.append(codes.REDEFINITION.at(
+                v.span, f"`{name}` already names {old.type.describe()}; buffers, pipelines and "
+                "barriers are defined once", related=[Related(old.span, "defined here")]))
+            return
+        if old is not None and isinstance(old.type, FragmentType) and \
+                isinstance(v.type, FragmentType) and old.type != v.type and \
+                any(name not in d for d in self.loop_defs) and self.loops:
+            self.diags.append(codes.TYPE_MISMATCH.at(
+                v.span, f"`{name}` is {old.type.describe()} before the loop but "
+                f"{v.type.describe()} here; a loop-carried fragment keeps its type",
+                related=[Related(old.span, "first defined here")]))
+            return
+        if old is None and self.loop_defs:
+            self.loop_defs[-1].add(name)
+        self.scope[name] = v
+        if stmt is not None and not isinstance(v.type, ErrorType):
+            self.defs[name] = (v, stmt)
+
+    def _check_pipelines(self) -> None:
+        k = self.kernel
+        assert k is not None
+        for name, span in self.pipelines.items():
+            v = self.scope.get(name)
+            if v is None or not isinstance(v.type, PipelineType):
+                continue
+            for r in (v.type.producer, *v.type.consumers):
+                if r not in k.roles:
+                    hit = difflib.get_close_matches(r, list(k.roles), 1)
+                    self.diags.append(codes.BAD_ROLE.at(
+                        span, f"pipeline `{name}` names role {r!r}, which the kernel does not "
+                        "declare" + (f"; did you mean {hit[0]!r}?" if hit else ""),
+                        notes=[f"declared roles: {', '.join(k.roles) or 'none'}"]))
+
+    def _check_unused(self) -> None:
+        for name, (v, stmt) in self.defs.items():
+            if id(v) in self.used or name.startswith("_"):
+                continue
+            if isinstance(v.type, SmemType | PipelineType | BarrierType) or (
+                    isinstance(v.type, FragmentType) and isinstance(stmt, ast.Assign)
+                    and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                    and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name)
+                    and stmt.value.func.id == "fragment"):
+                line = self.pb.source.line_text(stmt.span.start.line)
+                start = stmt.span.start.offset - stmt.span.start.col_byte
+                end = start + len(line.encode("utf-8")) + 1
+                fix = Fix(f"remove `{name}`", (TextEdit(self.pb.source.span(
+                    start, min(end, len(self.pb.source.data))), ""),), Applicability.SAFE)
+                self.diags.append(codes.UNUSED_VALUE.at(
+                    v.span, f"`{name}` ({v.type.describe()}) is never used", fixes=[fix]))
+
+    def note_use(self, v: Value) -> None:
+        self.used.add(id(v))
+        if isinstance(v.type, TupleType) and isinstance(v.const, tuple):
+            for e in v.const:
+                if isinstance(e, Value):
+                    self.used.add(id(e))
+        origin = getattr(v, "const", None)
+        if isinstance(origin, expressions.ViewOrigin):
+            self.note_use(origin.base)
+
+    def new_op(self, op: Op) -> None:
+        op.role = self.role.name if self.role else None
+        self.emit(op)
+
+
+def _target_names(t: ast.Expr) -> tuple[str, ...]:
+    if isinstance(t, ast.Name):
+        return (t.id,)
+    if isinstance(t, ast.Tuple):
+        return tuple(e.id if isinstance(e, ast.Name) else "" for e in t.elts)
+    return ()
+
+
+__all__ = ["BuildResult", "KernelBuilder", "ProgramBuilder", "RangeType", "RoleType",
+           "build_program"]

@@ -1,0 +1,138 @@
+"""Binding call arguments to a primitive's parameters and checking their kinds.
+
+Kept apart from the builder because plugins' primitives go through exactly the same
+binding, and its messages (missing, unknown, wrong kind) must read the same for all.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from cake_core.diagnostics import codes
+from cake_core.diagnostics.model import Diagnostic, Fix, TextEdit, Applicability
+from cake_core.ir.kernel import Value
+from cake_core.ir.scope import float_value, int_value, none_value, str_value
+from cake_core.ir.symbolic import Const
+from cake_core.ir.types import ErrorType, TupleType, Type
+from cake_core.primitives.registry import ParamSpec, Primitive
+from cake_core.syntax.source import Span
+
+_KIND_NAMES = {
+    "TensorType": "a global Tensor", "TileType": "a global tile (Tensor.tile)",
+    "SmemType": "a shared-memory buffer or view", "FragmentType": "a register fragment",
+    "PipelineType": "a pipeline", "BarrierType": "an mbarrier", "IntType": "an int",
+    "ScalarType": "a scalar", "StrType": "a string", "DTypeType": "a dtype",
+    "LayoutType": "a layout", "TupleType": "a tuple", "NoneType": "None",
+    "StageType": "a pipeline stage", "RangeType": "a range",
+}
+
+
+def kind_name(cls: type[Type]) -> str:
+    return _KIND_NAMES.get(cls.__name__, cls.__name__)
+
+
+@dataclass
+class Argument:
+    value: Value
+    span: Span
+
+
+def default_value(spec: ParamSpec, span: Span) -> Value:
+    d = spec.default
+    if d is None:
+        return none_value(span)
+    if isinstance(d, bool):
+        return int_value(Const(int(d)), span)
+    if isinstance(d, int):
+        return int_value(Const(d), span)
+    if isinstance(d, float):
+        return float_value(d, span)
+    if isinstance(d, str):
+        return str_value(d, span)
+    raise TypeError(f"unsupported default {d!r} for parameter {spec.name}")
+
+
+def bind(prim: Primitive, positional: list[Argument], keywords: dict[str, tuple[Argument, Span]],
+         call_span: Span, diags: list[Diagnostic]) -> tuple[dict[str, Value], dict[str, Span]] | None:
+    """Match arguments to parameters; report problems and return None on failure."""
+    params = list(prim.params)
+    values: dict[str, Value] = {}
+    spans: dict[str, Span] = {}
+    ok = True
+    if len(positional) > len(params):
+        extra = positional[len(params)]
+        user_params = [p.name for p in params if p.name != "self"]
+        diags.append(codes.BAD_ARGUMENTS.at(
+            extra.span,
+            f"`{prim.signature}` takes {len(user_params)} argument"
+            f"{'s' if len(user_params) != 1 else ''}, got "
+            f"{len(positional) - (len(params) - len(user_params))}"))
+        return None
+    for spec, arg in zip(params, positional, strict=False):
+        values[spec.name], spans[spec.name] = arg.value, arg.span
+    names = {p.name for p in params}
+    for kw, (arg, name_span) in keywords.items():
+        if kw not in names:
+            pool = [p.name for p in params if p.name != "self"]
+            hit = difflib.get_close_matches(kw, pool, n=1, cutoff=0.5)
+            fixes = [Fix(f"rename to `{hit[0]}`", (TextEdit(name_span, hit[0]),),
+                         Applicability.SAFE)] if hit else []
+            msg = f"`{prim.name}` has no parameter `{kw}`"
+            msg += f"; did you mean `{hit[0]}`?" if hit else f" (parameters: {', '.join(pool)})"
+            diags.append(codes.BAD_ARGUMENTS.at(name_span, msg, fixes=fixes))
+            ok = False
+            continue
+        if kw in values:
+            diags.append(codes.BAD_ARGUMENTS.at(name_span, f"`{kw}` is given twice"))
+            ok = False
+            continue
+        values[kw], spans[kw] = arg.value, arg.span
+    for spec in params:
+        if spec.name in values:
+            continue
+        if spec.required:
+            diags.append(codes.BAD_ARGUMENTS.at(
+                call_span, f"`{prim.signature}` is missing `{spec.name}`"))
+            ok = False
+        else:
+            values[spec.name] = default_value(spec, call_span)
+    if not ok:
+        return None
+    return values, spans
+
+
+def check_kinds(prim: Primitive, values: dict[str, Value], spans: dict[str, Span],
+                diags: list[Diagnostic]) -> bool:
+    """Each argument's type must be one the parameter accepts; constants must be constant."""
+    ok = True
+    for spec in prim.params:
+        v = values[spec.name]
+        if isinstance(v.type, ErrorType):
+            ok = False
+            continue
+        if spec.kinds and not isinstance(v.type, spec.kinds):
+            want = " or ".join(kind_name(k) for k in spec.kinds)
+            what = "receiver" if spec.name == "self" else f"`{spec.name}`"
+            diags.append(codes.TYPE_MISMATCH.at(
+                spans.get(spec.name, v.span),
+                f"{what} of `{prim.name}` must be {want}, got {v.type.describe()}"))
+            ok = False
+        elif spec.const and v.sym is not None and v.sym.const is None:
+            diags.append(codes.NOT_CONSTANT.at(
+                spans.get(spec.name, v.span),
+                f"`{spec.name}` of `{prim.name}` must be a compile-time constant, not "
+                f"`{v.sym}`"))
+            ok = False
+    return ok
+
+
+def has_error(values: dict[str, Value]) -> bool:
+    """True when an argument (or a tuple element) already failed: stay quiet."""
+    for v in values.values():
+        if isinstance(v.type, ErrorType):
+            return True
+        if isinstance(v.type, TupleType) and isinstance(v.const, tuple):
+            if any(isinstance(e.type, ErrorType) for e in v.const):
+                return True
+    return False

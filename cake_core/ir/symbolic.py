@@ -1,0 +1,260 @@
+"""Integer expressions over compile-time constants, launch-time dims and runtime indices.
+
+Everything that counts in a kernel (tile shapes, grid sizes, loop bounds, tile
+coordinates) is one of these.  Constants fold as they are built, so `BM * 2` is just
+`256`; `dim("K")` stays symbolic and carries the divisibility facts the kernel
+declares (`dim("K", multiple_of=64)`), which is what lets the verifier say whether a
+tile loop has a ragged edge.  Runtime indices (`block.x`, a loop variable, a pipeline
+stage) are `Var`s: they never fold, but their ranges are known.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+class SymExpr:
+    """Base of the integer expression tree.  Build with the helpers, not the classes."""
+
+    __slots__ = ()
+
+    # -- queries -------------------------------------------------------------------------
+    @property
+    def const(self) -> int | None:
+        """The folded value when the expression is a compile-time constant."""
+        return self.value if isinstance(self, Const) else None
+
+    def atoms(self) -> set[SymExpr]:
+        """Dims and Vars the expression depends on."""
+        out: set[SymExpr] = set()
+        stack: list[SymExpr] = [self]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, Dim | Var):
+                out.add(e)
+            elif isinstance(e, BinExpr):
+                stack.extend((e.left, e.right))
+        return out
+
+    @property
+    def is_launch_constant(self) -> bool:
+        """True when it depends only on constants and dims (known before launch)."""
+        return not any(isinstance(a, Var) for a in self.atoms())
+
+    # -- arithmetic --------------------------------------------------------------------
+    def __add__(self, other: SymLike) -> SymExpr:
+        return add(self, sym(other))
+
+    def __radd__(self, other: SymLike) -> SymExpr:
+        return add(sym(other), self)
+
+    def __sub__(self, other: SymLike) -> SymExpr:
+        return sub(self, sym(other))
+
+    def __rsub__(self, other: SymLike) -> SymExpr:
+        return sub(sym(other), self)
+
+    def __mul__(self, other: SymLike) -> SymExpr:
+        return mul(self, sym(other))
+
+    def __rmul__(self, other: SymLike) -> SymExpr:
+        return mul(sym(other), self)
+
+    def __floordiv__(self, other: SymLike) -> SymExpr:
+        return floordiv(self, sym(other))
+
+    def __mod__(self, other: SymLike) -> SymExpr:
+        return mod(self, sym(other))
+
+
+SymLike = SymExpr | int
+
+
+@dataclass(frozen=True, slots=True)
+class Const(SymExpr):
+    value: int
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Dim(SymExpr):
+    """A size known at launch: `dim("M", multiple_of=64, max=4096)`."""
+
+    name: str
+    multiple_of: int = 1
+    max: int | None = None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Var(SymExpr):
+    """A runtime index (block.x, a loop variable, a stage).  `hi` is exclusive, None = unknown."""
+
+    name: str
+    lo: SymExpr | None = None
+    hi: SymExpr | None = None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+_OPS = {"+": 6, "-": 6, "*": 7, "//": 7, "%": 7, "cdiv": 9, "min": 9, "max": 9}
+
+
+@dataclass(frozen=True, slots=True)
+class BinExpr(SymExpr):
+    op: str  # one of _OPS
+    left: SymExpr
+    right: SymExpr
+
+    def __str__(self) -> str:
+        if self.op in ("cdiv", "min", "max"):
+            return f"{self.op}({self.left}, {self.right})"
+        prec = _OPS[self.op]
+
+        def wrap(e: SymExpr, right_side: bool) -> str:
+            if isinstance(e, BinExpr) and e.op in _OPS and _OPS[e.op] < 9:
+                p = _OPS[e.op]
+                if p < prec or (right_side and p == prec and self.op != "+" and self.op != "*"):
+                    return f"({e})"
+            return str(e)
+
+        return f"{wrap(self.left, False)} {self.op} {wrap(self.right, True)}"
+
+
+def sym(x: SymLike) -> SymExpr:
+    return Const(x) if isinstance(x, int) else x
+
+
+def _fold(op: str, a: int, b: int) -> int:
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "//":
+        return a // b
+    if op == "%":
+        return a % b
+    if op == "cdiv":
+        return -(-a // b)
+    if op == "min":
+        return min(a, b)
+    return max(a, b)
+
+
+def _bin(op: str, a: SymExpr, b: SymExpr) -> SymExpr:
+    """Build a node, folding constants; division by a zero constant raises ZeroDivisionError."""
+    ca, cb = a.const, b.const
+    if op in ("//", "%", "cdiv") and cb == 0:
+        raise ZeroDivisionError(op)
+    if ca is not None and cb is not None:
+        return Const(_fold(op, ca, cb))
+    # identities that keep shapes readable
+    if op == "+" and ca == 0:
+        return b
+    if op in ("+", "-") and cb == 0:
+        return a
+    if op == "*" and (ca == 1 or cb == 0):
+        return b
+    if op == "*" and (cb == 1 or ca == 0):
+        return a
+    if op in ("//", "cdiv") and cb == 1:
+        return a
+    if op == "%" and cb == 1:
+        return Const(0)
+    if op in ("//", "cdiv") and cb is not None and divides(a, cb) and op == "cdiv":
+        return BinExpr("//", a, b)
+    if op == "-" and a == b:
+        return Const(0)
+    return BinExpr(op, a, b)
+
+
+def add(a: SymExpr, b: SymExpr) -> SymExpr:
+    return _bin("+", a, b)
+
+
+def sub(a: SymExpr, b: SymExpr) -> SymExpr:
+    return _bin("-", a, b)
+
+
+def mul(a: SymExpr, b: SymExpr) -> SymExpr:
+    return _bin("*", a, b)
+
+
+def floordiv(a: SymExpr, b: SymExpr) -> SymExpr:
+    return _bin("//", a, b)
+
+
+def mod(a: SymExpr, b: SymExpr) -> SymExpr:
+    return _bin("%", a, b)
+
+
+def cdiv(a: SymExpr, b: SymExpr) -> SymExpr:
+    return _bin("cdiv", a, b)
+
+
+def smin(a: SymExpr, b: SymExpr) -> SymExpr:
+    return _bin("min", a, b)
+
+
+def smax(a: SymExpr, b: SymExpr) -> SymExpr:
+    return _bin("max", a, b)
+
+
+def multiple_of(e: SymExpr) -> int:
+    """The largest factor the expression is known to be a multiple of (0 means zero)."""
+    if isinstance(e, Const):
+        return abs(e.value)
+    if isinstance(e, Dim):
+        return e.multiple_of
+    if isinstance(e, Var):
+        return 1
+    if isinstance(e, BinExpr):
+        if e.op == "*":
+            return multiple_of(e.left) * multiple_of(e.right)
+        if e.op in ("+", "-", "min", "max"):
+            return math.gcd(multiple_of(e.left), multiple_of(e.right))
+        if e.op == "//":
+            m, d = multiple_of(e.left), e.right.const
+            if d and m and m % d == 0:
+                return m // d
+    return 1
+
+
+def divides(e: SymExpr, n: int) -> bool:
+    """Whether `e` is provably a multiple of `n`."""
+    if n == 0:
+        return False
+    m = multiple_of(e)
+    return m == 0 or m % n == 0
+
+
+def upper_bound(e: SymExpr) -> int | None:
+    """A constant upper bound (inclusive) when one can be derived, else None."""
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, Dim):
+        return e.max
+    if isinstance(e, Var):
+        if e.hi is None:
+            return None
+        hi = upper_bound(e.hi)
+        return None if hi is None else hi - 1
+    if isinstance(e, BinExpr):
+        a, b = upper_bound(e.left), upper_bound(e.right)
+        if e.op == "%" and e.right.const is not None:
+            return e.right.const - 1
+        if a is None or b is None:
+            return None
+        if e.op in ("+", "*", "max", "min", "cdiv") and b >= 0 and a >= 0:
+            return _fold(e.op, a, b)
+        if e.op == "//" and e.right.const:
+            return a // e.right.const
+    return None

@@ -1,0 +1,155 @@
+"""What a primitive's type rule sees, and the checks most rules share.
+
+A type rule receives a `CallContext`: the bound arguments as typed Values, where each
+came from, the target arch, and the kernel being built.  It returns the result type,
+or reports a diagnostic through `ctx.error(...)` and returns `ErrorType` so that later
+uses stay quiet (one bug, one finding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from cake_core.diagnostics import codes
+from cake_core.diagnostics.codes import Rule
+from cake_core.diagnostics.model import Diagnostic, Fix, Related
+from cake_core.hardware import ArchSpec
+from cake_core.ir.kernel import Value
+from cake_core.ir.symbolic import SymExpr
+from cake_core.ir.types import (
+    DType,
+    ErrorType,
+    FragmentType,
+    NoneType,
+    Shape,
+    SmemType,
+    TileType,
+    Type,
+    shape_str,
+)
+from cake_core.syntax.source import Span
+
+if TYPE_CHECKING:
+    from cake_core.primitives.registry import Primitive
+
+
+class KernelScope(Protocol):
+    """The parts of the kernel under construction that type rules may consult/extend."""
+
+    def add_smem(self, name: str, ty: SmemType, span: Span) -> None: ...
+    def add_barriers(self, name: str, count: int, span: Span) -> None: ...
+    def role_names(self) -> list[str]: ...
+    def declare_pipeline(self, name: str, span: Span) -> None: ...
+
+
+@dataclass
+class CallContext:
+    prim: Primitive
+    args: dict[str, Value]
+    arg_spans: dict[str, Span]
+    span: Span
+    arch: ArchSpec
+    kernel: KernelScope
+    role: str | None
+    targets: tuple[str, ...]
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    # -- access ------------------------------------------------------------------------
+    def type(self, name: str) -> Type:
+        return self.args[name].type
+
+    def value(self, name: str) -> Value:
+        return self.args[name]
+
+    def has(self, name: str) -> bool:
+        """Whether an optional argument was given (omitted ones default to None)."""
+        v = self.args.get(name)
+        return v is not None and not isinstance(v.type, NoneType)
+
+    def int(self, name: str) -> int | None:
+        v = self.args[name]
+        return v.sym.const if v.sym is not None else None
+
+    def sym(self, name: str) -> SymExpr | None:
+        return self.args[name].sym
+
+    def const(self, name: str) -> object:
+        return self.args[name].const
+
+    def at(self, name: str | None) -> Span:
+        if name is None:
+            return self.span
+        return self.arg_spans.get(name, self.span)
+
+    @property
+    def target(self) -> str | None:
+        return self.targets[0] if self.targets else None
+
+    # -- reporting ---------------------------------------------------------------------
+    def error(self, rule: Rule, message: str, at: str | Span | None = None, *,
+              notes: Sequence[str] = (), fixes: Sequence[Fix] = (),
+              related: Sequence[Related] = ()) -> ErrorType:
+        span = at if isinstance(at, Span) else self.at(at)
+        self.diagnostics.append(rule.at(span, message, notes=tuple(notes), fixes=tuple(fixes),
+                                        related=tuple(related)))
+        return ErrorType()
+
+    def warn(self, rule: Rule, message: str, at: str | Span | None = None, *,
+             notes: Sequence[str] = (), fixes: Sequence[Fix] = ()) -> None:
+        from cake_core.diagnostics.model import Severity
+
+        span = at if isinstance(at, Span) else self.at(at)
+        self.diagnostics.append(rule.at(span, message, notes=tuple(notes), fixes=tuple(fixes),
+                                        severity=Severity.WARNING))
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.diagnostics)
+
+
+# --- shared checks --------------------------------------------------------------------
+def same_shape(a: Shape, b: Shape) -> bool:
+    return len(a) == len(b) and all(x == y for x, y in zip(a, b, strict=True))
+
+
+def check_shape(ctx: CallContext, name: str, actual: Shape, expected: Shape,
+                what: str) -> bool:
+    if same_shape(actual, expected):
+        return True
+    ctx.error(codes.SHAPE_MISMATCH,
+              f"{what}: `{name}` has shape {shape_str(actual)}, expected {shape_str(expected)}",
+              name)
+    return False
+
+
+def check_dtype(ctx: CallContext, name: str, actual: DType, allowed: Sequence[DType],
+                what: str) -> bool:
+    if actual in allowed:
+        return True
+    want = " or ".join(d.value for d in allowed)
+    ctx.error(codes.DTYPE_MISMATCH, f"{what}: `{name}` is {actual.value}, expected {want}", name)
+    return False
+
+
+def memory_shape(t: Type) -> Shape | None:
+    if isinstance(t, SmemType | TileType | FragmentType):
+        return t.shape
+    return None
+
+
+def memory_dtype(t: Type) -> DType | None:
+    if isinstance(t, SmemType | TileType | FragmentType):
+        return t.dtype
+    return None
+
+
+def nbytes(t: SmemType | TileType | FragmentType) -> int | None:
+    n = 1
+    for d in t.shape:
+        c = d.const
+        if c is None:
+            return None
+        n *= c
+    return n * t.dtype.bytes

@@ -1,0 +1,204 @@
+"""Data movement: TMA, cp.async, ldmatrix and plain loads/stores."""
+
+from __future__ import annotations
+
+from cake_core.diagnostics import codes
+from cake_core.hardware import Feature
+from cake_core.ir.typecheck import CallContext, check_shape, same_shape
+from cake_core.ir.types import (
+    BarrierType,
+    DType,
+    ErrorType,
+    FragLayout,
+    FragmentType,
+    IntType,
+    NoneType,
+    PipelineType,
+    SmemType,
+    TileType,
+    Type,
+    shape_str,
+)
+from cake_core.primitives.registry import EffectSpec, Primitive, param
+
+
+def _same_elements(ctx: CallContext, dst: str, src: str, what: str) -> bool:
+    d, s = ctx.type(dst), ctx.type(src)
+    assert isinstance(d, SmemType | TileType | FragmentType)
+    assert isinstance(s, SmemType | TileType | FragmentType)
+    if d.dtype != s.dtype:
+        ctx.error(codes.DTYPE_MISMATCH,
+                  f"{what} copies {s.dtype.value} into a {d.dtype.value} buffer; "
+                  "copies do not convert (use cast() on a fragment)", src)
+        return False
+    return check_shape(ctx, src, s.shape, d.shape, what)
+
+
+def _tma_load_rule(ctx: CallContext) -> Type:
+    if not _same_elements(ctx, "dst", "src", "tma_load"):
+        return ErrorType()
+    bar = ctx.type("bar")
+    if isinstance(bar, BarrierType) and bar.n > 1 and not bar.indexed:
+        return ctx.error(codes.BAD_INDEX, "`bar` is an array of mbarriers; index it with the "
+                         "stage: `bars[s]`", "bar")
+    return NoneType()
+
+
+def _tma_store_rule(ctx: CallContext) -> Type:
+    return NoneType() if _same_elements(ctx, "dst", "src", "tma_store") else ErrorType()
+
+
+def _cp_async_rule(ctx: CallContext) -> Type:
+    return NoneType() if _same_elements(ctx, "dst", "src", "cp_async") else ErrorType()
+
+
+def _group_wait_rule(ctx: CallContext) -> Type:
+    n = ctx.int("n")
+    if n is None:
+        return ctx.error(codes.NOT_CONSTANT, "the number of pending groups must be a "
+                         "compile-time constant", "n")
+    if n < 0:
+        return ctx.error(codes.BAD_ARGUMENTS, f"cannot wait for {n} pending groups", "n")
+    return NoneType()
+
+
+def _none_rule(ctx: CallContext) -> Type:
+    return NoneType()
+
+
+def _ldmatrix_rule(ctx: CallContext) -> Type:
+    src = ctx.type("src")
+    assert isinstance(src, SmemType)
+    if src.dtype.bits != 16:
+        return ctx.error(codes.DTYPE_MISMATCH, f"ldmatrix moves 16-bit elements; `src` is "
+                         f"{src.dtype.value}", "src")
+    if len(src.shape) != 2:
+        return ctx.error(codes.SHAPE_MISMATCH, "ldmatrix reads a 2-D view", "src")
+    rows, cols = (d.const for d in src.shape)
+    if rows is None or cols is None or rows % 8 or cols % 8:
+        return ctx.error(codes.SHAPE_MISMATCH,
+                         f"ldmatrix reads whole 8x8 matrices; {shape_str(src.shape)} is not a "
+                         "multiple of (8, 8)", "src")
+    return FragmentType(src.dtype, src.shape, FragLayout.MMA_A)
+
+
+def _load_rule(ctx: CallContext) -> Type:
+    src = ctx.type("src")
+    assert isinstance(src, SmemType | TileType)
+    return FragmentType(src.dtype, src.shape, FragLayout.ROWS)
+
+
+def _store_rule(ctx: CallContext) -> Type:
+    dst, src = ctx.type("dst"), ctx.type("src")
+    assert isinstance(dst, SmemType | TileType)
+    assert isinstance(src, FragmentType)
+    if dst.dtype != src.dtype:
+        return ctx.error(codes.DTYPE_MISMATCH,
+                         f"store writes a {src.dtype.value} fragment into {dst.dtype.value} "
+                         f"memory; convert first: cast(x, {dst.dtype.value})", "src")
+    if not same_shape(dst.shape, src.shape):
+        return ctx.error(codes.SHAPE_MISMATCH,
+                         f"store: fragment {shape_str(src.shape)} does not match the destination "
+                         f"{shape_str(dst.shape)}", "src")
+    return NoneType()
+
+
+_DTYPES_16 = (DType.F16, DType.BF16)
+
+PRIMITIVES = (
+    Primitive(
+        "tma_load", "copy",
+        (param("dst", SmemType), param("src", TileType),
+         param("bar", PipelineType, BarrierType)),
+        _tma_load_rule,
+        """Asynchronously copy a global tile into shared memory with the Tensor Memory Accelerator.
+
+Completion is signalled on `bar`: a pipeline (its full barrier for the current stage,
+whose expected transaction bytes the compiler derives) or a raw mbarrier that the
+kernel has armed with `expect_tx`.  One elected thread issues the copy.
+
+```python
+tma_load(sa[s], A.tile((BM, BK), (block.x, k)), ab)
+```""",
+        effects=EffectSpec(reads=("src",), writes=("dst",), async_group="tma", arrives="bar",
+                           tx_bytes=True),
+        requires=frozenset({Feature.TMA}),
+    ),
+    Primitive(
+        "tma_store", "copy",
+        (param("dst", TileType), param("src", SmemType)),
+        _tma_store_rule,
+        """Asynchronously copy a shared-memory tile to global memory (bulk async group).
+
+Generic-proxy writes to `src` must be made visible first with `fence_proxy_async()`; wait
+for completion with `tma_store_wait(0)` before reusing `src`.""",
+        effects=EffectSpec(reads=("src",), writes=("dst",), async_group="bulk_store"),
+        requires=frozenset({Feature.TMA}),
+    ),
+    Primitive(
+        "tma_store_wait", "copy",
+        (param("n", IntType, default=0, const=True),),
+        _group_wait_rule,
+        """Wait until at most `n` bulk TMA store groups of this thread are still pending.""",
+        effects=EffectSpec(waits="bulk_store"),
+        requires=frozenset({Feature.TMA}),
+    ),
+    Primitive(
+        "cp_async", "copy",
+        (param("dst", SmemType), param("src", TileType)),
+        _cp_async_rule,
+        """Asynchronously copy a global tile into shared memory (LDGSTS, 16-byte chunks).
+
+The copy joins the current cp.async group; close the group with `cp_async_commit()` and
+wait for it with `cp_async_wait(n)` before reading `dst`.""",
+        effects=EffectSpec(reads=("src",), writes=("dst",), async_group="cp_async"),
+        requires=frozenset({Feature.CP_ASYNC}),
+    ),
+    Primitive(
+        "cp_async_commit", "copy", (), _none_rule,
+        """Close the current group of cp.async copies (cp.async.commit_group).""",
+        effects=EffectSpec(fence="cp_async_commit"),
+        requires=frozenset({Feature.CP_ASYNC}),
+    ),
+    Primitive(
+        "cp_async_wait", "copy",
+        (param("n", IntType, default=0, const=True),),
+        _group_wait_rule,
+        """Wait until at most `n` cp.async groups of this thread are still pending.
+
+Each thread waits only for its own copies: follow with `syncthreads()` before reading data
+other threads copied.""",
+        effects=EffectSpec(waits="cp_async"),
+        requires=frozenset({Feature.CP_ASYNC}),
+    ),
+    Primitive(
+        "ldmatrix", "copy",
+        (param("src", SmemType),),
+        _ldmatrix_rule,
+        """Load 8x8 16-bit matrices from shared memory into an mma.sync operand fragment.
+
+The fragment has the view's logical shape; a transposed view (`.T`) selects the `.trans`
+form.
+
+```python
+a = ldmatrix(sa[s].tile((WM, 16), (wm, kk)))
+b = ldmatrix(sb[s].tile((WN, 16), (wn, kk)).T)
+```""",
+        effects=EffectSpec(reads=("src",)),
+        requires=frozenset({Feature.LDMATRIX}),
+    ),
+    Primitive(
+        "load", "copy",
+        (param("src", SmemType, TileType),),
+        _load_rule,
+        """Load a global tile or a shared-memory view into a register fragment (vectorised).""",
+        effects=EffectSpec(reads=("src",)),
+    ),
+    Primitive(
+        "store", "copy",
+        (param("dst", SmemType, TileType), param("src", FragmentType)),
+        _store_rule,
+        """Store a register fragment into a global tile (clipped at the tensor's edge) or smem.""",
+        effects=EffectSpec(reads=("src",), writes=("dst",)),
+    ),
+)

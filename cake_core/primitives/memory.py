@@ -1,0 +1,273 @@
+"""Allocations and views: smem buffers, register fragments, pipelines, mbarriers, tiles."""
+
+from __future__ import annotations
+
+from cake_core.diagnostics import codes
+from cake_core.hardware import Feature
+from cake_core.ir.symbolic import Const, SymExpr
+from cake_core.ir.typecheck import CallContext
+from cake_core.ir.types import (
+    BarrierType,
+    DType,
+    DTypeType,
+    ErrorType,
+    FragLayout,
+    FragmentType,
+    IntType,
+    LayoutType,
+    NoneType,
+    PipelineType,
+    ScalarType,
+    SmemLayout,
+    SmemType,
+    StrType,
+    TensorType,
+    TileType,
+    TupleType,
+    Type,
+    shape_str,
+)
+from cake_core.primitives.registry import Primitive, param
+
+SHAPE_KINDS = (TupleType, IntType)
+
+
+def _shape(ctx: CallContext, name: str) -> tuple[SymExpr, ...] | None:
+    """A shape argument: an int or a tuple of ints, each a compile-time constant > 0."""
+    v = ctx.value(name)
+    elts = v.const if isinstance(v.type, TupleType) else (v,)
+    dims: list[SymExpr] = []
+    for e in elts:  # type: ignore[union-attr]
+        if not isinstance(e.type, IntType) or e.sym is None:
+            ctx.error(codes.TYPE_MISMATCH, f"`{name}` must be a tuple of ints", name)
+            return None
+        c = e.sym.const
+        if c is None:
+            ctx.error(codes.NOT_CONSTANT,
+                      f"`{name}` must be known at compile time; `{e.sym}` is not", name,
+                      notes=["tile and buffer shapes are fixed when the kernel is compiled; "
+                             "use constants such as BM = 128"])
+            return None
+        if c <= 0:
+            ctx.error(codes.SHAPE_MISMATCH, f"`{name}` has a non-positive extent {c}", name)
+            return None
+        dims.append(Const(c))
+    if not dims:
+        ctx.error(codes.SHAPE_MISMATCH, f"`{name}` is empty", name)
+        return None
+    return tuple(dims)
+
+
+def _dtype(ctx: CallContext, name: str) -> DType:
+    return ctx.const(name)  # type: ignore[return-value]
+
+
+def _smem_rule(ctx: CallContext) -> Type:
+    shape = _shape(ctx, "shape")
+    if shape is None:
+        return ErrorType()
+    layout = ctx.const("layout") if ctx.has("layout") else SmemLayout()
+    if not isinstance(layout, SmemLayout):
+        return ctx.error(codes.TYPE_MISMATCH, "`layout` must be a shared-memory layout "
+                         "(row_major, col_major, swizzle(32|64|128), padded(n))", "layout")
+    name = ctx.target or f"smem{ctx.span.start.offset}"
+    ty = SmemType(_dtype(ctx, "dtype"), shape, layout, name, shape)
+    ctx.kernel.add_smem(name, ty, ctx.span)
+    return ty
+
+
+def _fragment_rule(ctx: CallContext) -> Type:
+    shape = _shape(ctx, "shape")
+    if shape is None:
+        return ErrorType()
+    layout = ctx.const("layout") if ctx.has("layout") else FragLayout.ROWS
+    if not isinstance(layout, FragLayout):
+        return ctx.error(codes.TYPE_MISMATCH, "`layout` must be a fragment layout "
+                         "(rows, mma_a, mma_b, mma_acc, wgmma_acc)", "layout")
+    return FragmentType(_dtype(ctx, "dtype"), shape, layout)
+
+
+def _pipeline_rule(ctx: CallContext) -> Type:
+    stages = ctx.int("stages")
+    if stages is None:
+        return ctx.error(codes.NOT_CONSTANT, "`stages` must be a compile-time constant",
+                         "stages")
+    if stages < 1:
+        return ctx.error(codes.BAD_ARGUMENTS, f"a pipeline needs at least 1 stage, not {stages}",
+                         "stages")
+    producer = ctx.const("producer")
+    consumer = ctx.const("consumer")
+    consumers: tuple[str, ...]
+    if isinstance(consumer, str):
+        consumers = (consumer,)
+    elif isinstance(consumer, tuple) and all(isinstance(getattr(c, "const", None), str)
+                                             for c in consumer):
+        consumers = tuple(c.const for c in consumer)  # type: ignore[misc]
+    else:
+        return ctx.error(codes.TYPE_MISMATCH, "`consumer` must be a role name or a tuple of "
+                         "role names", "consumer")
+    if not isinstance(producer, str):
+        return ctx.error(codes.TYPE_MISMATCH, "`producer` must be a role name", "producer")
+    name = ctx.target or f"pipe{ctx.span.start.offset}"
+    ctx.kernel.add_barriers(name, 2 * stages, ctx.span)
+    ctx.kernel.declare_pipeline(name, ctx.span)
+    return PipelineType(name, stages, producer, consumers)
+
+
+def _mbarrier_rule(ctx: CallContext) -> Type:
+    count = ctx.int("count")
+    n = ctx.int("n")
+    if count is None or n is None:
+        return ctx.error(codes.NOT_CONSTANT, "`count` and `n` must be compile-time constants")
+    if count < 1:
+        return ctx.error(codes.BAD_ARGUMENTS, "an mbarrier's arrival count must be >= 1",
+                         "count")
+    if n < 1:
+        return ctx.error(codes.BAD_ARGUMENTS, "`n` must be >= 1", "n")
+    name = ctx.target or f"bar{ctx.span.start.offset}"
+    ctx.kernel.add_barriers(name, n, ctx.span)
+    return BarrierType(name, count, n)
+
+
+def _coords(ctx: CallContext, name: str, rank: int) -> bool:
+    v = ctx.value(name)
+    elts = v.const if isinstance(v.type, TupleType) else (v,)
+    if len(elts) != rank:  # type: ignore[arg-type]
+        ctx.error(codes.BAD_INDEX, f"`{name}` has {len(elts)} coordinates for a rank-{rank} "  # type: ignore[arg-type]
+                  "tile", name)
+        return False
+    for e in elts:  # type: ignore[union-attr]
+        if not isinstance(e.type, IntType):
+            ctx.error(codes.TYPE_MISMATCH, f"tile coordinates must be ints, got "
+                      f"{e.type.describe()}", name)
+            return False
+    return True
+
+
+def _tensor_tile_rule(ctx: CallContext) -> Type:
+    t = ctx.type("self")
+    assert isinstance(t, TensorType)
+    shape = _shape(ctx, "shape")
+    if shape is None:
+        return ErrorType()
+    if len(shape) != len(t.shape):
+        return ctx.error(codes.SHAPE_MISMATCH,
+                         f"tile shape {shape_str(shape)} has rank {len(shape)} but the tensor is "
+                         f"rank {len(t.shape)} {shape_str(t.shape)}", "shape")
+    if not _coords(ctx, "coords", len(shape)):
+        return ErrorType()
+    return TileType(t.dtype, shape, ctx.value("self").name, t.shape)
+
+
+def _smem_tile_rule(ctx: CallContext) -> Type:
+    t = ctx.type("self")
+    assert isinstance(t, SmemType)
+    shape = _shape(ctx, "shape")
+    if shape is None:
+        return ErrorType()
+    if len(shape) != len(t.shape):
+        return ctx.error(codes.SHAPE_MISMATCH,
+                         f"tile shape {shape_str(shape)} has rank {len(shape)} but the view is "
+                         f"rank {len(t.shape)} {shape_str(t.shape)}", "shape")
+    for d, full in zip(shape, t.shape, strict=True):
+        c, f = d.const, full.const
+        if c is not None and f is not None and (c > f or f % c):
+            return ctx.error(codes.SHAPE_MISMATCH,
+                             f"tile shape {shape_str(shape)} does not evenly divide the view "
+                             f"{shape_str(t.shape)}", "shape")
+    if not _coords(ctx, "coords", len(shape)):
+        return ErrorType()
+    return SmemType(t.dtype, shape, t.layout, t.buffer, t.buffer_shape, t.transposed)
+
+
+PRIMITIVES = (
+    Primitive(
+        "smem", "memory",
+        (param("dtype", DTypeType), param("shape", *SHAPE_KINDS),
+         param("layout", LayoutType, default=None)),
+        _smem_rule,
+        """Allocate a shared-memory buffer of `dtype` and `shape` (constant), laid out by `layout`.
+
+Buffers whose leading dimension is a stage count are indexed `buf[s]` to get one stage.
+Swizzled buffers are aligned to the swizzle atom (1024 B for swizzle(128)).
+
+```python
+sa = smem(bf16, (STAGES, BM, BK), layout=swizzle(128))
+```""",
+        signature_doc="smem(dtype, shape, layout=row_major)",
+    ),
+    Primitive(
+        "fragment", "memory",
+        (param("dtype", DTypeType), param("shape", *SHAPE_KINDS),
+         param("layout", LayoutType, default=None),
+         param("fill", ScalarType, IntType, NoneType, default=0)),
+        _fragment_rule,
+        """Allocate a register fragment of `dtype` and `shape`, distributed over the executing warps.
+
+The layout names the instruction that owns the distribution: `wgmma_acc` for a wgmma
+accumulator, `mma_acc` for mma.sync, `rows` for generic element-wise work.  The fragment is
+filled with `fill` (0 unless given; `fill=inf` for a running minimum).
+
+```python
+acc = fragment(f32, (BM, BN), layout=wgmma_acc)
+```""",
+        signature_doc="fragment(dtype, shape, layout=rows, fill=0)",
+    ),
+    Primitive(
+        "pipeline", "memory",
+        (param("stages", IntType, const=True), param("producer", StrType),
+         param("consumer", StrType, TupleType)),
+        _pipeline_rule,
+        """A multi-stage ring between a producer role and consumer role(s), owning its barriers.
+
+Each stage has a *full* mbarrier (producer -> consumers, carrying the TMA transaction bytes)
+and an *empty* mbarrier (consumers -> producer).  The pipeline tracks stage index and phase
+parity itself, so it can never get out of phase.
+
+```python
+ab = pipeline(stages=4, producer="load", consumer="mma")
+```""",
+        requires=frozenset({Feature.MBARRIER}),
+    ),
+    Primitive(
+        "mbarrier", "memory",
+        (param("count", IntType, const=True), param("n", IntType, default=1, const=True)),
+        _mbarrier_rule,
+        """Allocate `n` raw mbarriers in shared memory, each initialised with arrival `count`.
+
+Use raw barriers only for what a `pipeline` cannot say; the verifier checks their
+arrival counts, transaction bytes and wait parities.
+
+```python
+done = mbarrier(count=1)
+```""",
+        requires=frozenset({Feature.MBARRIER}),
+        signature_doc="mbarrier(count, n=1)",
+    ),
+    Primitive(
+        "tile", "memory",
+        (param("self", TensorType), param("shape", *SHAPE_KINDS),
+         param("coords", TupleType, IntType)),
+        _tensor_tile_rule,
+        """The tile of a global tensor with constant `shape` at tile coordinates `coords`.
+
+Coordinates count tiles, not elements: `A.tile((BM, BK), (block.x, k))` starts at row
+`block.x * BM`, column `k * BK`.  Parts outside the tensor are zero-filled on loads and
+dropped on stores, as TMA does.""",
+        receiver=TensorType,
+        signature_doc="Tensor.tile(shape, coords)",
+    ),
+    Primitive(
+        "tile", "memory",
+        (param("self", SmemType), param("shape", *SHAPE_KINDS),
+         param("coords", TupleType, IntType)),
+        _smem_tile_rule,
+        """A sub-tile of a shared-memory view with constant `shape` at tile coordinates `coords`.
+
+```python
+a = ldmatrix(sa[s].tile((WM, 16), (wm, kk)))
+```""",
+        receiver=SmemType,
+        signature_doc="smem.tile(shape, coords)",
+    ),
+)

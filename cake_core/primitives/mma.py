@@ -1,0 +1,153 @@
+"""Tensor-core matrix multiply-accumulate: mma.sync (sm_80+) and wgmma (sm_90a)."""
+
+from __future__ import annotations
+
+from cake_core.diagnostics import codes
+from cake_core.hardware import Feature
+from cake_core.ir.typecheck import CallContext
+from cake_core.ir.types import (
+    DType,
+    ErrorType,
+    FragLayout,
+    FragmentType,
+    IntType,
+    NoneType,
+    SmemType,
+    Type,
+    shape_str,
+)
+from cake_core.primitives.registry import EffectSpec, Primitive, param
+
+_INPUT_DTYPES = {
+    "mma_sync": (DType.F16, DType.BF16),
+    "wgmma": (DType.F16, DType.BF16, DType.E4M3, DType.E5M2),
+}
+
+
+def _mnk(ctx: CallContext) -> tuple[int, int, int] | None:
+    """Check acc(M, N) += a(M, K) @ b(K, N) shapes and dtypes; return (M, N, K)."""
+    acc, a, b = ctx.type("acc"), ctx.type("a"), ctx.type("b")
+    assert isinstance(acc, FragmentType)
+    assert isinstance(a, FragmentType | SmemType)
+    assert isinstance(b, FragmentType | SmemType)
+    for name, t in (("acc", acc), ("a", a), ("b", b)):
+        if len(t.shape) != 2 or any(d.const is None for d in t.shape):
+            ctx.error(codes.SHAPE_MISMATCH, f"`{name}` must be a 2-D tile with constant shape, "
+                      f"not {shape_str(t.shape)}", name)
+            return None
+    (m, n), (am, ak), (bk, bn) = ((d.const for d in t.shape) for t in (acc, a, b))
+    allowed = _INPUT_DTYPES[ctx.prim.name]
+    if a.dtype not in allowed:
+        ctx.error(codes.DTYPE_MISMATCH, f"{ctx.prim.name} does not take {a.dtype.value} inputs "
+                  f"(accepts {', '.join(d.value for d in allowed)})", "a")
+        return None
+    if a.dtype != b.dtype:
+        ctx.error(codes.DTYPE_MISMATCH, f"`a` is {a.dtype.value} but `b` is {b.dtype.value}; "
+                  "both MMA inputs must have one dtype", "b")
+        return None
+    if acc.dtype != DType.F32:
+        ctx.error(codes.DTYPE_MISMATCH, f"the accumulator must be f32, not {acc.dtype.value}",
+                  "acc")
+        return None
+    if am != m or bn != n:
+        ctx.error(codes.SHAPE_MISMATCH,
+                  f"{ctx.prim.name}: acc {shape_str(acc.shape)} != a rows x b columns "
+                  f"({am}, {bn})", "acc" if am == m else "a",
+                  notes=["acc(M, N) += a(M, K) @ b(K, N); pass a (N, K) buffer as `b.T`"])
+        return None
+    if ak != bk:
+        hint = ("; `b` looks like an (N, K) tile: pass it transposed, `b.T`"
+                if bn == ak and bk == n else "")
+        ctx.error(codes.SHAPE_MISMATCH,
+                  f"{ctx.prim.name}: inner dimensions differ: a has K={ak}, b has K={bk}{hint}",
+                  "b")
+        return None
+    return m, n, ak  # type: ignore[return-value]
+
+
+def _mma_sync_rule(ctx: CallContext) -> Type:
+    mnk = _mnk(ctx)
+    if mnk is None:
+        return ErrorType()
+    m, n, k = mnk
+    if m % 16 or n % 8 or k % 16:
+        return ctx.error(codes.SHAPE_MISMATCH,
+                         f"mma_sync tiles m16n8k16: ({m}, {n}, {k}) is not a multiple of "
+                         "(16, 8, 16)", "acc")
+    for name in ("a", "b"):
+        if not isinstance(ctx.type(name), FragmentType):
+            return ctx.error(codes.TYPE_MISMATCH, f"mma_sync reads `{name}` from registers: "
+                             f"load it with ldmatrix first", name)
+    return NoneType()
+
+
+def _wgmma_rule(ctx: CallContext) -> Type:
+    mnk = _mnk(ctx)
+    if mnk is None:
+        return ErrorType()
+    m, n, k = mnk
+    a_t = ctx.type("a")
+    kstep = 32 if a_t.dtype.bits == 8 else 16  # type: ignore[union-attr]
+    if m % 64:
+        return ctx.error(codes.SHAPE_MISMATCH,
+                         f"wgmma works on 64-row slabs per warpgroup: M={m} is not a multiple "
+                         "of 64", "acc")
+    if n % 8 or n > 256:
+        return ctx.error(codes.SHAPE_MISMATCH,
+                         f"wgmma N must be a multiple of 8 up to 256, not {n}", "acc")
+    if k % kstep:
+        return ctx.error(codes.SHAPE_MISMATCH,
+                         f"wgmma K must be a multiple of {kstep} for {a_t.dtype.value}, not {k}",  # type: ignore[union-attr]
+                         "a")
+    if not isinstance(ctx.type("b"), SmemType):
+        return ctx.error(codes.TYPE_MISMATCH, "wgmma reads `b` from shared memory", "b")
+    acc = ctx.type("acc")
+    assert isinstance(acc, FragmentType)
+    if acc.layout != FragLayout.WGMMA_ACC:
+        return ctx.error(codes.TYPE_MISMATCH,
+                         f"the wgmma accumulator must have layout wgmma_acc, not "
+                         f"{acc.layout.value}", "acc")
+    return NoneType()
+
+
+def _wait_rule(ctx: CallContext) -> Type:
+    n = ctx.int("n")
+    if n is None or n < 0:
+        return ctx.error(codes.NOT_CONSTANT, "wgmma_wait needs a constant count >= 0", "n")
+    return NoneType()
+
+
+PRIMITIVES = (
+    Primitive(
+        "mma_sync", "mma",
+        (param("acc", FragmentType), param("a", FragmentType), param("b", FragmentType)),
+        _mma_sync_rule,
+        """Warp-level tensor-core MMA: `acc(M, N) += a(M, K) @ b(K, N)` in m16n8k16 steps.
+
+Inputs are f16 or bf16 fragments (from `ldmatrix`), accumulation is f32.  Shapes must be
+multiples of (16, 8, 16); larger tiles issue one instruction per 16x8x16 block.""",
+        effects=EffectSpec(reads=("acc", "a", "b"), writes=("acc",)),
+        requires=frozenset({Feature.MMA_SYNC}),
+    ),
+    Primitive(
+        "wgmma", "mma",
+        (param("acc", FragmentType), param("a", SmemType, FragmentType), param("b", SmemType)),
+        _wgmma_rule,
+        """Warpgroup-level asynchronous MMA (sm_90a): `acc(M, N) += a(M, K) @ b(K, N)`.
+
+`a` comes from shared memory or registers, `b` from shared memory (pass an (N, K)
+K-major buffer as `sb[s].T`).  M is a multiple of 64 (one 64-row slab per warpgroup of the
+role), N a multiple of 8 up to 256, K a multiple of 16 (32 for fp8).  The result is not
+ready until `wgmma_wait(n)`.""",
+        effects=EffectSpec(reads=("acc", "a", "b"), writes=("acc",), async_group="wgmma"),
+        requires=frozenset({Feature.WGMMA}),
+    ),
+    Primitive(
+        "wgmma_wait", "mma",
+        (param("n", IntType, default=0, const=True),),
+        _wait_rule,
+        """Wait until at most `n` wgmma groups of this warpgroup are pending (wgmma.wait_group).""",
+        effects=EffectSpec(waits="wgmma"),
+        requires=frozenset({Feature.WGMMA}),
+    ),
+)

@@ -1,0 +1,215 @@
+"""The primitive registry: every op of CAKE IR with all its facets in one place.
+
+A primitive declares its signature, the arch features it needs, its type rule, its
+effects (what it reads, writes, arrives on and waits for), its docs, and — filled in
+by the analyses that need them — its cost, simulation and lowering facets.  Built-in
+primitives and plugin primitives go through the same `Registry`; registering a name
+twice is an error, never a silent shadow.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cake_core.hardware import Feature
+from cake_core.ir.types import ErrorType, Type
+
+if TYPE_CHECKING:
+    from cake_core.ir.typecheck import CallContext
+
+_REQUIRED = object()
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSpec:
+    """One parameter: its name, the value types it accepts, and a default if optional.
+
+    `default` is a Python value (int, float, str, None) turned into a constant Value
+    when the argument is omitted; `const` demands a compile-time constant.
+    """
+
+    name: str
+    kinds: tuple[type[Type], ...]
+    default: object = _REQUIRED
+    doc: str = ""
+    const: bool = False
+
+    @property
+    def required(self) -> bool:
+        return self.default is _REQUIRED
+
+
+def param(name: str, *kinds: type[Type], default: object = _REQUIRED, doc: str = "",
+          const: bool = False) -> ParamSpec:
+    return ParamSpec(name, kinds, default, doc, const)
+
+
+@dataclass(frozen=True, slots=True)
+class EffectSpec:
+    """What an op does to memory and barriers, by parameter name.
+
+    `reads`/`writes` name the arguments whose memory is accessed; `async_group` is the
+    completion mechanism of an asynchronous copy ("cp_async", "tma", "bulk_store",
+    "wgmma"); `arrives` names the barrier/pipeline argument the op arrives on;
+    `waits` the one it waits on; `tx_bytes` says the arrival carries the bytes written.
+    """
+
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    async_group: str | None = None
+    arrives: str | None = None
+    waits: str | None = None
+    tx_bytes: bool = False
+    fence: str | None = None  # "proxy_async", "block", "named", "mbarrier_init"
+
+
+NO_EFFECTS = EffectSpec()
+
+TypeRule = Callable[["CallContext"], "Type | tuple[Type, ...]"]
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where a registry item came from: hand-written, or promoted from a failure."""
+
+    origin: str = "hand-written"
+    date: str = "2026-11-30"
+    examples: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Primitive:
+    name: str
+    family: str
+    params: tuple[ParamSpec, ...]
+    type_rule: TypeRule
+    doc: str
+    effects: EffectSpec = NO_EFFECTS
+    requires: frozenset[Feature] = frozenset()
+    receiver: type[Type] | None = None
+    """For methods (`ab.acquire()`): the receiver's type class; `self` is bound first."""
+    signature_doc: str = ""
+    cost: Callable[..., Any] | None = None
+    simulate: Callable[..., Any] | None = None
+    lower: Callable[..., Any] | None = None
+    provenance: Provenance = field(default_factory=Provenance)
+    plugin: str = "cake"
+
+    @property
+    def key(self) -> str:
+        if self.receiver is None:
+            return self.name
+        return f"{_receiver_name(self.receiver)}.{self.name}"
+
+    @property
+    def signature(self) -> str:
+        if self.signature_doc:
+            return self.signature_doc
+        parts = []
+        for p in self.params:
+            if p.name == "self":
+                continue
+            parts.append(p.name if p.required else f"{p.name}={p.default!r}")
+        prefix = f"{_receiver_name(self.receiver)}." if self.receiver else ""
+        return f"{prefix}{self.name}({', '.join(parts)})"
+
+    @property
+    def summary(self) -> str:
+        return self.doc.strip().splitlines()[0] if self.doc.strip() else ""
+
+
+def _receiver_name(t: type[Type]) -> str:
+    return {
+        "TensorType": "Tensor", "SmemType": "smem", "PipelineType": "pipeline",
+        "BarrierType": "mbarrier", "FragmentType": "fragment", "TileType": "tile",
+    }.get(t.__name__, t.__name__)
+
+
+class DuplicatePrimitiveError(ValueError):
+    pass
+
+
+class Registry:
+    """Name -> primitive (functions) and (receiver type, name) -> primitive (methods)."""
+
+    def __init__(self, prims: Iterable[Primitive] = ()) -> None:
+        self._funcs: dict[str, Primitive] = {}
+        self._methods: dict[tuple[type[Type], str], Primitive] = {}
+        for p in prims:
+            self.add(p)
+
+    def add(self, prim: Primitive) -> None:
+        if prim.receiver is None:
+            if prim.name in self._funcs:
+                raise DuplicatePrimitiveError(
+                    f"primitive {prim.name!r} from {prim.plugin} is already registered by "
+                    f"{self._funcs[prim.name].plugin}")
+            self._funcs[prim.name] = prim
+        else:
+            key = (prim.receiver, prim.name)
+            if key in self._methods:
+                raise DuplicatePrimitiveError(f"method {prim.key!r} is already registered")
+            self._methods[key] = prim
+
+    def function(self, name: str) -> Primitive | None:
+        return self._funcs.get(name)
+
+    def method(self, receiver: Type, name: str) -> Primitive | None:
+        for cls in type(receiver).__mro__:
+            p = self._methods.get((cls, name))
+            if p is not None:
+                return p
+        return None
+
+    def methods_of(self, receiver: Type) -> list[Primitive]:
+        return [p for (cls, _), p in self._methods.items() if isinstance(receiver, cls)]
+
+    def functions(self) -> list[Primitive]:
+        return sorted(self._funcs.values(), key=lambda p: p.name)
+
+    def all(self) -> list[Primitive]:
+        return self.functions() + sorted(self._methods.values(), key=lambda p: p.key)
+
+    def suggest(self, name: str, extra: Iterable[str] = ()) -> str | None:
+        pool = list(self._funcs) + list(extra)
+        hits = difflib.get_close_matches(name, pool, n=1, cutoff=0.6)
+        return hits[0] if hits else None
+
+    def suggest_method(self, receiver: Type, name: str) -> str | None:
+        pool = [p.name for p in self.methods_of(receiver)]
+        hits = difflib.get_close_matches(name, pool, n=1, cutoff=0.5)
+        return hits[0] if hits else None
+
+
+def error_type() -> ErrorType:
+    return ErrorType()
+
+
+_BUILTIN: Registry | None = None
+
+#: The modules that hold the built-in primitive families, each exposing PRIMITIVES.
+BUILTIN_FAMILIES = ("memory", "copy", "mma", "sync", "math")
+
+
+def builtin_registry() -> Registry:
+    """The built-in primitives (cached; plugin primitives are added on a copy)."""
+    global _BUILTIN
+    if _BUILTIN is None:
+        import importlib
+
+        prims: list[Primitive] = []
+        for fam in BUILTIN_FAMILIES:
+            mod = importlib.import_module(f"cake_core.primitives.{fam}")
+            prims.extend(mod.PRIMITIVES)
+        _BUILTIN = Registry(prims)
+    return _BUILTIN
+
+
+def extended_registry(extra: Iterable[Primitive]) -> Registry:
+    reg = Registry(builtin_registry().all())
+    for p in extra:
+        reg.add(p)
+    return reg

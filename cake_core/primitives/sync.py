@@ -1,0 +1,162 @@
+"""Synchronization: pipeline protocol, raw mbarriers, block and named barriers, fences."""
+
+from __future__ import annotations
+
+from cake_core.diagnostics import codes
+from cake_core.hardware import Feature
+from cake_core.ir.typecheck import CallContext
+from cake_core.ir.types import BarrierType, IntType, NoneType, PipelineType, StageType, Type
+from cake_core.primitives.registry import EffectSpec, Primitive, param
+
+
+def _role_check(ctx: CallContext, side: str) -> bool:
+    p = ctx.type("self")
+    assert isinstance(p, PipelineType)
+    roles = (p.producer,) if side == "producer" else p.consumers
+    if ctx.role is not None and ctx.role not in roles:
+        want = " or ".join(repr(r) for r in roles)
+        ctx.error(codes.BAD_ROLE,
+                  f"`{p.name}.{ctx.prim.name}()` is a {side} operation, but it runs in role "
+                  f"{ctx.role!r}; the pipeline's {side} is {want}")
+        return False
+    return True
+
+
+def _stage_rule(side: str):  # noqa: ANN202 - returns a type rule
+    def rule(ctx: CallContext) -> Type:
+        if not _role_check(ctx, side):
+            from cake_core.ir.types import ErrorType
+
+            return ErrorType()
+        p = ctx.type("self")
+        assert isinstance(p, PipelineType)
+        return StageType(p.name, p.stages, side)
+
+    return rule
+
+
+def _side_rule(side: str):  # noqa: ANN202 - returns a type rule
+    def rule(ctx: CallContext) -> Type:
+        if not _role_check(ctx, side):
+            from cake_core.ir.types import ErrorType
+
+            return ErrorType()
+        return NoneType()
+
+    return rule
+
+
+def _barrier_rule(ctx: CallContext) -> Type:
+    b = ctx.type("self")
+    assert isinstance(b, BarrierType)
+    if b.n > 1 and not b.indexed:
+        return ctx.error(codes.BAD_INDEX, f"`{b.name}` holds {b.n} mbarriers; index one: "
+                         f"`{b.name}[i].{ctx.prim.name}(...)`", "self")
+    for name in ("bytes", "count"):
+        if name in ctx.args and ctx.int(name) is not None and (ctx.int(name) or 0) < 0:
+            return ctx.error(codes.BAD_ARGUMENTS, f"`{name}` must be >= 0", name)
+    return NoneType()
+
+
+def _named_rule(ctx: CallContext) -> Type:
+    bid, warps = ctx.int("id"), ctx.int("warps")
+    if bid is None or warps is None:
+        return ctx.error(codes.NOT_CONSTANT, "named barrier id and warp count must be constants")
+    if not 0 <= bid < 16:
+        return ctx.error(codes.BAD_ARGUMENTS, f"named barrier ids are 0..15, not {bid}", "id")
+    if warps < 1:
+        return ctx.error(codes.BAD_ARGUMENTS, "a named barrier needs at least one warp", "warps")
+    return NoneType()
+
+
+def _none(ctx: CallContext) -> Type:
+    return NoneType()
+
+
+_P = PipelineType
+_B = BarrierType
+
+PRIMITIVES = (
+    Primitive(
+        "acquire", "sync", (param("self", _P),), _stage_rule("producer"),
+        """Producer: wait until the next stage is empty and return its index.
+
+Waits on the stage's *empty* barrier with the phase the pipeline tracks (empty barriers
+start at phase 1, so the first pass over the ring does not block).""",
+        effects=EffectSpec(waits="self"), receiver=_P, requires=frozenset({Feature.MBARRIER}),
+    ),
+    Primitive(
+        "commit", "sync", (param("self", _P),), _side_rule("producer"),
+        """Producer: publish the stage just filled.
+
+With TMA copies the arrival carries the stage's transaction bytes (derived from the
+copies issued since `acquire`); with other writes it is a plain arrival.""",
+        effects=EffectSpec(arrives="self"), receiver=_P, requires=frozenset({Feature.MBARRIER}),
+    ),
+    Primitive(
+        "wait", "sync", (param("self", _P),), _stage_rule("consumer"),
+        """Consumer: wait until the next stage is full and return its index.""",
+        effects=EffectSpec(waits="self"), receiver=_P, requires=frozenset({Feature.MBARRIER}),
+    ),
+    Primitive(
+        "release", "sync", (param("self", _P),), _side_rule("consumer"),
+        """Consumer: hand the stage back to the producer (arrive on its empty barrier).
+
+Every consumer role must release every stage it waited for, after its last read of it.""",
+        effects=EffectSpec(arrives="self"), receiver=_P, requires=frozenset({Feature.MBARRIER}),
+    ),
+    Primitive(
+        "arrive", "sync", (param("self", _B), param("count", IntType, default=1)),
+        _barrier_rule,
+        """Arrive `count` times on a raw mbarrier, once from the role (one elected thread).
+
+The barrier's phase completes when its initial arrival count is reached, so `count`
+summed over the roles that arrive must equal the count the barrier was created with.""",
+        effects=EffectSpec(arrives="self"), receiver=_B, requires=frozenset({Feature.MBARRIER}),
+    ),
+    Primitive(
+        "expect_tx", "sync", (param("self", _B), param("bytes", IntType)), _barrier_rule,
+        """Arrive on an mbarrier and add `bytes` to the transaction count of its current phase.
+
+The phase completes when all arrivals happened and the TMA copies signalled that many
+bytes.  Must equal exactly the bytes the copies deliver.""",
+        effects=EffectSpec(arrives="self", tx_bytes=True), receiver=_B,
+        requires=frozenset({Feature.MBARRIER_TX}),
+    ),
+    Primitive(
+        "wait", "sync", (param("self", _B), param("parity", IntType)), _barrier_rule,
+        """Block until the mbarrier phase with the given `parity` (0 or 1) has completed.""",
+        effects=EffectSpec(waits="self"), receiver=_B, requires=frozenset({Feature.MBARRIER}),
+    ),
+    Primitive(
+        "syncthreads", "sync", (), _none,
+        """Block-wide barrier (bar.sync 0): every thread of the block, every role, must reach it.""",
+        effects=EffectSpec(fence="block"),
+    ),
+    Primitive(
+        "barrier_sync", "sync",
+        (param("id", IntType, const=True), param("warps", IntType, const=True)), _named_rule,
+        """Named barrier (bar.sync id, warps*32): waits for `warps` warps to arrive on barrier `id`.""",
+        effects=EffectSpec(fence="named"),
+    ),
+    Primitive(
+        "barrier_arrive", "sync",
+        (param("id", IntType, const=True), param("warps", IntType, const=True)), _named_rule,
+        """Arrive on named barrier `id` without waiting (bar.arrive): the producer side.""",
+        effects=EffectSpec(fence="named_arrive"),
+    ),
+    Primitive(
+        "fence_proxy_async", "sync", (), _none,
+        """Order this thread's generic-proxy smem writes before later async-proxy (TMA) reads.
+
+Needed between `store(smem_view, ...)` and a `tma_store` reading the same buffer.""",
+        effects=EffectSpec(fence="proxy_async"), requires=frozenset({Feature.TMA}),
+    ),
+    Primitive(
+        "fence_barrier_init", "sync", (), _none,
+        """Make mbarrier initialisation visible to the async proxy and other threads.
+
+Follow with `syncthreads()` (or a cluster sync) before any role uses the barriers.""",
+        effects=EffectSpec(fence="mbarrier_init"), requires=frozenset({Feature.MBARRIER}),
+    ),
+)

@@ -1,0 +1,242 @@
+"""Syntax errors: good CK001 messages, tight ranges, fixes, and a repaired text to convert.
+
+When tree-sitter reports an error, the mechanical flaws found by `tokens.scan` near it
+(a missing `:`, an unclosed or mismatched bracket, an unterminated string) are reported
+with their fix, and the text is repaired in memory and parsed again so that the code
+around the error keeps its AST.  `PatchMap` carries offsets of the repaired buffer back
+to the user's text.  Whatever ERROR and MISSING nodes remain get a message naming the
+unexpected or missing token, at the first line of the problem rather than the whole
+region tree-sitter gave up on.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tree_sitter import Node as TSNode
+
+from cake_core.diagnostics.codes import SYNTAX_ERROR
+from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, TextEdit
+from cake_core.syntax.source import SourceFile, Span
+from cake_core.syntax.tokens import Flaw, scan
+
+SpanOf = Callable[[int, int], Span]
+
+_MAX_ERRORS = 50
+"""Beyond this many error nodes the rest are cascades; one summary is enough."""
+
+_ERROR_NEARBY = 2
+"""Bytes of slack when matching a flaw to a tree-sitter error range."""
+
+
+@dataclass(frozen=True, slots=True)
+class PatchMap:
+    """Byte offsets in a repaired buffer -> offsets in the original text."""
+
+    starts: tuple[int, ...]
+    """Offset in the repaired buffer where each patch's inserted text begins."""
+    flaws: tuple[Flaw, ...]
+    shift_after: tuple[int, ...]
+    """Total bytes added by the patches up to and including each one."""
+
+    def __call__(self, offset: int) -> int:
+        i = bisect.bisect_right(self.starts, offset) - 1
+        if i < 0:
+            return offset
+        flaw = self.flaws[i]
+        start = self.starts[i]
+        if offset < start + len(flaw.insert):
+            return flaw.at + min(offset - start, flaw.remove)
+        return offset - self.shift_after[i]
+
+
+def error_ranges(root: TSNode) -> list[tuple[int, int]]:
+    """Byte ranges of the ERROR and MISSING nodes (without walking error-free subtrees)."""
+    out: list[tuple[int, int]] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.is_error or node.is_missing:
+            out.append((node.start_byte, node.end_byte))
+            continue
+        stack.extend(c for c in node.children if c.has_error or c.is_missing)
+    return out
+
+
+def find_repairs(data: bytes, errors: list[tuple[int, int]]) -> list[Flaw]:
+    """The scanner's flaws that tree-sitter also tripped over (so never a false alarm
+    on text that parses), in text order, without overlaps."""
+    if not errors:
+        return []
+    errors = sorted(errors)
+    starts = [e[0] for e in errors]
+    chosen: list[Flaw] = []
+    last_end = -1
+    for flaw in scan(data):
+        if flaw.kind == "colon":
+            # tree-sitter's error starts at the keyword, before the missing colon
+            lo, hi = _line_start(data, flaw.at), flaw.at + 1
+        else:
+            lo, hi = flaw.start, max(flaw.end, flaw.at) + 1
+        if not _overlaps(errors, starts, lo - _ERROR_NEARBY, hi + _ERROR_NEARBY):
+            continue
+        if flaw.at < last_end:
+            continue
+        chosen.append(flaw)
+        last_end = flaw.at + flaw.remove
+    chosen.sort(key=lambda f: (f.at, f.remove))
+    return chosen
+
+
+def _overlaps(errors: list[tuple[int, int]], starts: list[int], lo: int, hi: int) -> bool:
+    i = bisect.bisect_right(starts, hi)
+    return any(errors[k][1] >= lo for k in range(i))
+
+
+def _line_start(data: bytes, offset: int) -> int:
+    return data.rfind(b"\n", 0, offset) + 1
+
+
+def apply_repairs(data: bytes, flaws: list[Flaw]) -> tuple[bytes, PatchMap]:
+    parts: list[bytes] = []
+    starts: list[int] = []
+    shifts: list[int] = []
+    pos = 0
+    shift = 0
+    for flaw in flaws:
+        parts.append(data[pos : flaw.at])
+        starts.append(flaw.at + shift)
+        parts.append(flaw.insert)
+        shift += len(flaw.insert) - flaw.remove
+        shifts.append(shift)
+        pos = flaw.at + flaw.remove
+    parts.append(data[pos:])
+    return b"".join(parts), PatchMap(tuple(starts), tuple(flaws), tuple(shifts))
+
+
+def flaw_diagnostic(source: SourceFile, flaw: Flaw) -> Diagnostic:
+    span = source.span(flaw.start, flaw.end)
+    fixes: tuple[Fix, ...] = ()
+    if flaw.fixable:
+        edit_span = source.span(flaw.at, flaw.at + flaw.remove)
+        new_text = "" if flaw.kind == "unmatched" else flaw.insert.decode()
+        title = f"delete `{source.snippet(edit_span)}`" if not new_text else f"insert `{new_text}`"
+        if flaw.kind == "mismatched":
+            title = f"replace with `{new_text}`"
+        fixes = (Fix(title, (TextEdit(edit_span, new_text),), Applicability.SAFE),)
+    return SYNTAX_ERROR.at(span, flaw.message, fixes=fixes)
+
+
+# --- messages for ERROR and MISSING nodes ------------------------------------------------
+def error_diagnostics(root: TSNode, data: bytes, span_of: SpanOf) -> list[Diagnostic]:
+    """One CK001 per ERROR or MISSING node, each pointing at the offending token."""
+    out: list[Diagnostic] = []
+    stack = [root]
+    count = 0
+    while stack:
+        node = stack.pop()
+        if node.is_missing:
+            out.append(_missing(node, span_of))
+            count += 1
+        elif node.is_error:
+            out.append(_error(node, data, span_of))
+            count += 1
+        else:
+            stack.extend(reversed([c for c in node.children if c.has_error or c.is_missing]))
+            continue
+        if count >= _MAX_ERRORS and stack:
+            out.append(SYNTAX_ERROR.at(
+                out[-1].span, "too many syntax errors; the rest of the file was not checked"
+            ))
+            break
+    return out
+
+
+def _missing(node: TSNode, span_of: SpanOf) -> Diagnostic:
+    at = span_of(node.start_byte, node.start_byte)
+    kind = node.type
+    if node.is_named:
+        what = "a name" if kind == "identifier" else f"{_article(kind)} {kind.replace('_', ' ')}"
+        return SYNTAX_ERROR.at(at, f"expected {what}")
+    fixes = (Fix(f"insert `{kind}`", (TextEdit(at, kind),), Applicability.SAFE),)
+    return SYNTAX_ERROR.at(at, f"expected `{kind}`", fixes=fixes)
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
+
+def _error(node: TSNode, data: bytes, span_of: SpanOf) -> Diagnostic:
+    children = [c for c in node.children if c.type not in ("comment", "line_continuation")]
+    while len(children) == 1 and children[0].is_error:
+        node = children[0]
+        children = [c for c in node.children if c.type not in ("comment", "line_continuation")]
+    start, end = node.start_byte, _line_end(data, node.start_byte, node.end_byte)
+    if not children:
+        char = data[start:end].decode("utf-8", errors="replace")[:1]
+        if char and not char.isprintable():
+            return SYNTAX_ERROR.at(span_of(start, start + len(char.encode())),
+                                   f"invalid character U+{ord(char):04X}")
+        return SYNTAX_ERROR.at(span_of(start, start + len(char.encode())),
+                               f"invalid character `{char}`")
+    first, last = children[0], children[-1]
+    nxt = _sibling(node, forward=True)
+    prev = _sibling(node, forward=False)
+    if last.is_named and not last.is_error and _same_line(last, nxt) and nxt is not None \
+            and nxt.is_named:
+        return _missing_separator(last, nxt, data, span_of)
+    if first.is_named and not first.is_error and _same_line(prev, first) and prev is not None \
+            and prev.is_named:
+        return _missing_separator(prev, first, data, span_of)
+    if not last.is_named and last.type not in _CLOSERS and not _same_line(last, nxt):
+        return SYNTAX_ERROR.at(span_of(last.start_byte, last.end_byte),
+                               f"expected an expression after `{_token_text(last)}`")
+    if len(children) == 1 and not first.is_named:
+        return SYNTAX_ERROR.at(span_of(first.start_byte, first.end_byte),
+                               f"unexpected `{_token_text(first)}`")
+    first_bad = next((c for c in children if not c.is_named or c.is_error), None)
+    if first_bad is not None and first_bad.start_byte != start and \
+            node.start_point[0] == first_bad.start_point[0]:
+        return SYNTAX_ERROR.at(
+            span_of(first_bad.start_byte,
+                    _line_end(data, first_bad.start_byte, first_bad.end_byte)),
+            f"invalid syntax: unexpected `{_token_text(first_bad)}`",
+        )
+    return SYNTAX_ERROR.at(span_of(start, end), "invalid syntax")
+
+
+_CLOSERS = frozenset({")", "]", "}", ":", ","})
+
+
+def _sibling(node: TSNode, forward: bool) -> TSNode | None:
+    sib = node.next_sibling if forward else node.prev_sibling
+    while sib is not None and sib.type in ("comment", "line_continuation"):
+        sib = sib.next_sibling if forward else sib.prev_sibling
+    return sib
+
+
+def _same_line(a: TSNode | None, b: TSNode | None) -> bool:
+    return a is not None and b is not None and a.end_point[0] == b.start_point[0]
+
+
+def _missing_separator(left: TSNode, right: TSNode, data: bytes, span_of: SpanOf) -> Diagnostic:
+    return SYNTAX_ERROR.at(
+        span_of(left.start_byte, _line_end(data, right.start_byte, right.end_byte)),
+        f"invalid syntax: is a `,` or an operator missing between `{_token_text(left)}` "
+        f"and `{_token_text(right)}`?",
+    )
+
+
+def _line_end(data: bytes, start: int, end: int) -> int:
+    newline = data.find(b"\n", start, end)
+    if newline == -1:
+        return end
+    return newline - 1 if newline > start and data[newline - 1] == 0x0D else newline
+
+
+def _token_text(node: TSNode, limit: int = 20) -> str:
+    text = (node.text or b"").decode("utf-8", errors="replace")
+    text = text.split("\n", 1)[0].rstrip("\r")
+    return text if len(text) <= limit else text[: limit - 3] + "..."

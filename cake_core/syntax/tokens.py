@@ -1,0 +1,211 @@
+"""A small bracket-aware scanner that finds the mechanical syntax errors.
+
+Tree-sitter recovers from a missing `:` or an unclosed bracket by wrapping everything up
+to the next dedent in one ERROR node, which says neither what is wrong nor where.  These
+errors are visible in the token stream, though: this scanner reads the text the way
+Python's tokenizer splits logical lines and reports the `Flaw`s it sees (missing colon,
+unclosed or mismatched bracket, unterminated string), each with the edit that repairs it.
+It runs only when tree-sitter has found an error, and on bytes, so offsets are the byte
+offsets every span uses.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_TOKEN = re.compile(
+    rb"""
+    (?P<ws>[ \t\f]+)
+  | (?P<newline>\r?\n|\r)
+  | (?P<cont>\\(?:\r?\n|\r))
+  | (?P<comment>\#[^\r\n]*)
+  | (?P<string>(?:[rRbBuUfFtT]{1,2})?(?:
+        '''(?:[^'\\]|\\.|'(?!''))*+(?:'''|(?P<open3s>\Z))
+      | \"\"\"(?:[^"\\]|\\.|"(?!""))*+(?:\"\"\"|(?P<open3d>\Z))
+      | '(?:[^'\\\r\n]|\\(?:\r\n|.))*+(?:'|(?P<open1s>))
+      | "(?:[^"\\\r\n]|\\(?:\r\n|.))*+(?:"|(?P<open1d>))
+    ))
+  | (?P<name>[A-Za-z0-9_\x80-\xff]+)
+  | (?P<open>[(\[{])
+  | (?P<close>[)\]}])
+  | (?P<op>:=|->|\*\*=?|//=?|>>=?|<<=?|[-+*/%@&|^=<>!]=|.)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+
+_CLOSER = {ord("("): b")", ord("["): b"]", ord("{"): b"}"}
+_OPENER = {ord(")"): "(", ord("]"): "[", ord("}"): "{"}
+
+COMPOUND_KEYWORDS = frozenset(
+    {b"if", b"elif", b"else", b"for", b"while", b"with", b"def", b"class", b"try",
+     b"except", b"finally"}
+)
+"""Words that start a statement whose header must end with `:`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Flaw:
+    """A mechanical syntax error and its repair.
+
+    The message is reported over [start, end); the repair replaces [at, at + remove) of
+    the text with `insert`.  `fixable` says whether the repair is surely what the author
+    meant (then it is offered as a fix) or only lets the parse go on.
+    """
+
+    kind: str
+    message: str
+    start: int
+    end: int
+    at: int
+    remove: int
+    insert: bytes
+    fixable: bool = True
+
+
+@dataclass(slots=True)
+class _Line:
+    """One logical line being scanned."""
+
+    indent: int
+    first: bytes | None = None
+    start: int = -1
+    last_end: int = -1
+    top_colon: bool = False
+    first_line_end: int = -1
+
+
+def scan(data: bytes) -> list[Flaw]:
+    """Every missing colon, bracket problem and unterminated string in `data`."""
+    flaws: list[Flaw] = []
+    stack: list[tuple[int, int]] = []  # (opener byte, offset)
+    line = _Line(indent=0)
+    at_line_start = True
+    indent = 0
+    pos = 0
+    n = len(data)
+    while pos < n:
+        m = _TOKEN.match(data, pos)
+        if m is None:  # unreachable: `.` matches any byte
+            break
+        kind = m.lastgroup if m.lastgroup not in ("open3s", "open3d", "open1s", "open1d") else "string"
+        start, end = m.start(), m.end()
+        pos = end
+        if kind == "ws":
+            if at_line_start:
+                indent = end - start
+            continue
+        if kind == "cont" or kind == "comment":
+            continue
+        if kind == "newline":
+            if line.first_line_end < 0:
+                line.first_line_end = start
+            if stack and _next_line_starts_statement(data, end, line.indent):
+                _close_all(stack, line, flaws)
+            if not stack:
+                _end_line(line, flaws)
+                line = _Line(indent=0)
+                at_line_start = True
+                indent = 0
+            continue
+        if at_line_start:
+            at_line_start = False
+            line = _Line(indent=indent, first=None, start=start)
+        if line.first is None:
+            line.first = m.group() if kind == "name" else b""
+        if kind == "string":
+            _check_string(m, data, flaws)
+        elif kind == "open":
+            stack.append((data[start], start))
+        elif kind == "close":
+            _close(data[start], start, stack, flaws)
+        elif kind == "op" and m.group() == b":" and not stack:
+            line.top_colon = True
+        line.last_end = end
+    if stack:
+        _close_all(stack, line, flaws)
+    _end_line(line, flaws)
+    return flaws
+
+
+def _next_line_starts_statement(data: bytes, pos: int, indent: int) -> bool:
+    """Whether the physical line at `pos` looks like a new statement, not a continuation.
+
+    Inside brackets Python ignores indentation, so an unclosed bracket swallows the rest
+    of the file; people indent continuation lines, though, so a line indented no deeper
+    than the statement that opened the bracket (and not starting with a closer) is taken
+    to be the next statement.
+    """
+    j = pos
+    while j < len(data) and data[j] in b" \t\f":
+        j += 1
+    if j >= len(data) or data[j] in b"\r\n#":
+        return False
+    if data[j] in b")]}":
+        return False
+    return j - pos <= indent
+
+
+def _close(byte: int, offset: int, stack: list[tuple[int, int]], flaws: list[Flaw]) -> None:
+    want = _OPENER[byte]
+    closer = chr(byte)
+    if not stack:
+        flaws.append(Flaw("unmatched", f"unmatched `{closer}`", offset, offset + 1,
+                          offset, 1, b" "))
+        return
+    depth = next((i for i in range(len(stack) - 1, -1, -1) if chr(stack[i][0]) == want), None)
+    if depth is None:
+        # `(1, 2]`: nothing to close, so the closer itself is the wrong one.
+        opener, _ = stack.pop()
+        expected = _CLOSER[opener].decode()
+        flaws.append(Flaw(
+            "mismatched",
+            f"closing `{closer}` does not match the opening `{chr(opener)}`",
+            offset, offset + 1, offset, 1, expected.encode(),
+        ))
+        return
+    if depth < len(stack) - 1:
+        # `f(a[1)`: the brackets opened inside this pair were never closed.
+        missing = b"".join(_CLOSER[o] for o, _ in reversed(stack[depth + 1 :]))
+        opener, where = stack[-1]
+        flaws.append(Flaw(
+            "unclosed", f"`{chr(opener)}` was never closed", where, where + 1,
+            offset, 0, missing,
+        ))
+    del stack[depth:]
+
+
+def _close_all(stack: list[tuple[int, int]], line: _Line, flaws: list[Flaw]) -> None:
+    """Close every open bracket at the end of the statement's last token."""
+    at = line.last_end if line.last_end >= 0 else stack[-1][1] + 1
+    missing = b"".join(_CLOSER[o] for o, _ in reversed(stack))
+    opener, where = stack[0]
+    flaws.append(Flaw("unclosed", f"`{chr(opener)}` was never closed", where, where + 1,
+                      at, 0, missing))
+    stack.clear()
+
+
+def _end_line(line: _Line, flaws: list[Flaw]) -> None:
+    if line.first in COMPOUND_KEYWORDS and not line.top_colon and line.last_end >= 0:
+        keyword = (line.first or b"").decode()
+        flaws.append(Flaw(
+            "colon", f"expected `:` at the end of the `{keyword}` line",
+            line.last_end, line.last_end, line.last_end, 0, b":",
+        ))
+
+
+def _check_string(m: re.Match[bytes], data: bytes, flaws: list[Flaw]) -> None:
+    if m.group("open1s") is not None or m.group("open1d") is not None:
+        quote = b"'" if m.group("open1s") is not None else b'"'
+        end = m.end()
+        flaws.append(Flaw(
+            "string", "unterminated string literal", m.start(), end, end, 0, quote,
+        ))
+    elif m.group("open3s") is not None or m.group("open3d") is not None:
+        quote = b"'''" if m.group("open3s") is not None else b'"""'
+        line_end = data.find(b"\n", m.start())
+        end = line_end if line_end != -1 else m.end()
+        flaws.append(Flaw(
+            "string", "unterminated triple-quoted string literal", m.start(), end,
+            m.end(), 0, quote, fixable=False,
+        ))
