@@ -14,6 +14,7 @@ from pathlib import Path
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, sort_diagnostics
+from cake_core.plugins.loader import PluginSet, run_rule
 from cake_core.primitives.registry import Registry
 from cake_core.syntax.parser import ParseResult, parse
 from cake_core.syntax.source import SourceFile
@@ -33,10 +34,28 @@ class CheckResult:
         return [d for d in self.diagnostics if d.severity.value == "error"]
 
 
+_DEFAULT_PLUGINS: PluginSet | None = None
+
+
+def default_plugins() -> PluginSet:
+    """The plugins of the current project (built-ins + installed), loaded once."""
+    global _DEFAULT_PLUGINS
+    if _DEFAULT_PLUGINS is None:
+        from cake_core.plugins import load_config, load_plugins
+
+        _DEFAULT_PLUGINS = load_plugins(load_config())
+    return _DEFAULT_PLUGINS
+
+
 def check_source(source: SourceFile, *, arch: str | None = None,
-                 registry: Registry | None = None, passes: Sequence[Pass] | None = None,
+                 plugins: PluginSet | None = None, registry: Registry | None = None,
+                 passes: Sequence[Pass] | None = None,
                  parsed: ParseResult | None = None) -> CheckResult:
-    """Parse, build and verify one source file.  Never raises on any input."""
+    """Parse, build and verify one source file.  Never raises on any input.
+
+    Verifier rules come from `plugins` (default: the project's plugins, built-ins
+    first); `passes` replaces them with plain passes (tests, tools).
+    """
     result = CheckResult(source, None, None)
     diags: list[Diagnostic] = []
     try:
@@ -44,7 +63,9 @@ def check_source(source: SourceFile, *, arch: str | None = None,
         diags.extend(result.parse.diagnostics)
         from cake_core.ir.builder import build_program
 
-        built = build_program(result.parse.module, source, registry=registry, arch=arch)
+        ps = plugins or default_plugins()
+        built = build_program(result.parse.module, source, registry=registry or ps.registry,
+                              arch=arch)
         result.program = built.program
         syntax_at = min((d.span.start.offset for d in result.parse.diagnostics
                          if d.severity.value == "error"), default=None)
@@ -52,12 +73,12 @@ def check_source(source: SourceFile, *, arch: str | None = None,
         diags.extend(d for d in built.diagnostics
                      if syntax_at is None or d.span.end.offset <= syntax_at)
         if syntax_at is None and not any(d.severity.value == "error" for d in built.diagnostics):
-            if passes is None:
-                from cake_core.verify import builtin_passes
-
-                passes = builtin_passes()
-            for p in passes:
-                diags.extend(p(built.program, source))
+            if passes is not None:
+                for p in passes:
+                    diags.extend(p(built.program, source))
+            else:
+                for plugin, rule in ps.rules():
+                    diags.extend(run_rule(ps, plugin, rule, built.program, source))
     except Exception as exc:  # the compiler's own fault: report it, keep the user's work
         tb = traceback.extract_tb(exc.__traceback__)[-1]
         diags.append(codes.INTERNAL_ERROR.at(

@@ -91,6 +91,7 @@ class ProgramBuilder:
                 value = ev.expr(stmt.value)
                 for target in stmt.targets:
                     ev.bind(target, value, scope=self.globals)
+                    self._note_constant_spans(target, stmt.value)
             elif isinstance(stmt, ast.ExprStmt) and isinstance(stmt.value, ast.Constant) and \
                     isinstance(stmt.value.value, str):
                 continue  # a docstring
@@ -107,6 +108,19 @@ class ProgramBuilder:
         if not saw_kernel and not any(d.code == "CK001" for d in self.diags):
             self.diags.append(codes.NO_KERNEL.at(
                 self.source.span(0, 0), "this file defines no @kernel function"))
+
+    def declared_dims(self) -> dict[str, Dim]:
+        """The dims declared so far: a kernel sees those above it, before `build` ends."""
+        return {v.sym.name: v.sym for v in self.globals.values() if isinstance(v.sym, Dim)}
+
+
+    def _note_constant_spans(self, target: ast.Expr, value: ast.Expr) -> None:
+        if isinstance(target, ast.Name):
+            self.program.constant_spans.setdefault(target.id, value.span)
+        elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and \
+                len(target.elts) == len(value.elts):
+            for t, v in zip(target.elts, value.elts, strict=True):
+                self._note_constant_spans(t, v)
 
 
 class KernelBuilder:
@@ -125,6 +139,7 @@ class KernelBuilder:
         self.kernel: Kernel | None = None
         self.arch: ArchSpec | None = None
         self.pipelines: dict[str, Span] = {}
+        self.tried_roles: set[str] = set()  # role names declared, even if the role was bad
         self.used: set[int] = set()
         self.defs: dict[str, tuple[Value, ast.Stmt]] = {}
         self.ev = expressions.Evaluator(pb, kernel=self)
@@ -162,7 +177,7 @@ class KernelBuilder:
         self.arch = get_arch(arch_name) if arch_name else None
         assert self.arch is not None
         k = Kernel(fn.name, self.arch.name, grid, warps, cluster, [], [], fn.span, fn.name_span,
-                   fn.decorators[0].span, dict(self.pb.program.dims), arch_span=arch_span,
+                   fn.decorators[0].span, self.pb.declared_dims(), arch_span=arch_span,
                    warps_span=warps_span)
         self.kernel = k
         for p in fn.params:
@@ -170,6 +185,8 @@ class KernelBuilder:
             if v is not None:
                 k.params.append(Param(p.name, v, p.span))
                 self._define(p.name, v, None)
+            else:  # already reported; bound so that its uses stay quiet
+                self._define(p.name, Value(p.name, ErrorType(), p.name_span), None)
         self.blocks.append(k.body)
         self._stmts(fn.body)
         self.blocks.pop()
@@ -178,7 +195,8 @@ class KernelBuilder:
         k.values = {**{n: v for n, (v, _) in self.defs.items()}}
         return k
 
-    def _decorator(self) -> tuple[str, Span | None, tuple, int, Span | None, tuple[int, ...]] | None:
+    def _decorator(
+            self) -> tuple[str, Span | None, tuple, int, Span | None, tuple[int, ...]] | None:
         fn = self.fn
         decos = [d for d in fn.decorators
                  if isinstance(d, ast.Call) and isinstance(d.func, ast.Name)
@@ -381,19 +399,27 @@ class KernelBuilder:
 
     def _for(self, s: ast.For) -> None:
         it = s.iter
+        rng = None
         if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
                 and it.func.id == "range"):
             self.diags.append(codes.UNSUPPORTED_SYNTAX.at(
                 it.span, "loops run over range(...): `for k in range(cdiv(K, BK)):`"))
-            return
-        rng = self.ev.expr(it)
-        if isinstance(rng.type, ErrorType):
-            return
-        start, stop, step = rng.const  # type: ignore[misc]
-        if not isinstance(s.target, ast.Name):
+        else:
+            rng = self.ev.expr(it)
+            if isinstance(rng.type, ErrorType):
+                rng = None
+        if rng is not None and not isinstance(s.target, ast.Name):
             self.diags.append(codes.UNSUPPORTED_SYNTAX.at(
                 s.target.span, "a loop variable is a single name"))
+            rng = None
+        if rng is None:  # the header failed: still check the body, but emit nothing
+            self.ev.bind(s.target, Value("<error>", ErrorType(), s.target.span),
+                         scope=self.scope, stmt=s)
+            self._detached(s.body, loop=ForOp(Value("<error>", ErrorType(), s.target.span),
+                                              Const(0), Const(0), Const(1), [], s.span))
             return
+        assert isinstance(s.target, ast.Name)
+        start, stop, step = rng.const  # type: ignore[misc]
         var = Var(s.target.id, start, stop)
         v = int_value(var, s.target.span, s.target.id)
         loop = ForOp(v, start, stop, step, [], s.span, self.role.name if self.role else None)
@@ -407,9 +433,32 @@ class KernelBuilder:
         self.loops.pop()
         self.blocks.pop()
 
+    def _detached(self, stmts: tuple[ast.Stmt, ...], *, loop: ForOp | None = None,
+                  outside_role: bool = False) -> None:
+        """Check a body whose header already failed, without emitting its ops.
+
+        Skipping it would hide independent mistakes inside it and turn every buffer it
+        uses into a "never used" warning: one bug must stay one finding.
+        """
+        role = self.role
+        if outside_role:
+            self.role = None
+        self.blocks.append([])
+        if loop is not None:
+            self.loops.append(loop)
+            self.loop_defs.append(set())
+        self._stmts(stmts)
+        if loop is not None:
+            self.loop_defs.pop()
+            self.loops.pop()
+        self.blocks.pop()
+        self.role = role
+
     def _if(self, s: ast.If) -> None:
         cond = self.ev.expr(s.test)
         if isinstance(cond.type, ErrorType):
+            self._detached(s.body)
+            self._detached(s.orelse)
             return
         known = expressions.constant_truth(cond)
         if known is not None:  # compile-time branch: only the taken side exists
@@ -420,6 +469,8 @@ class KernelBuilder:
             self.diags.append(codes.TYPE_MISMATCH.at(
                 s.test.span, f"an `if` tests an int comparison, not {cond.type.describe()}; "
                 "use where() for per-element choices"))
+            self._detached(s.body)
+            self._detached(s.orelse)
             return
         node = IfOp(cond, [], [], s.span, self.role.name if self.role else None)
         self.emit(node)
@@ -438,46 +489,36 @@ class KernelBuilder:
             self.diags.append(codes.UNSUPPORTED_SYNTAX.at(
                 s.items[0].span if s.items else s.span,
                 "`with` introduces a warp role: `with role(\"load\", warps=range(0, 4)):`"))
+            self._detached(s.body)
             return
         call = s.items[0].context
         assert isinstance(call, ast.Call)
+        if call.args and isinstance(call.args[0], ast.Constant) and \
+                isinstance(call.args[0].value, str):
+            self.tried_roles.add(call.args[0].value)
         if self.role is not None:
             self.diags.append(codes.BAD_ROLE.at(
                 call.span, f"roles do not nest: this is inside role {self.role.name!r}",
                 related=[Related(self.role.span, "the enclosing role")]))
+            self._detached(s.body, outside_role=True)
             return
         if self.loops:
             self.diags.append(codes.BAD_ROLE.at(call.span, "a role must be declared at the "
                                                 "kernel's top level, not inside a loop"))
+            self._detached(s.body, outside_role=True)
             return
         rv = self.ev.expr(call)
         if isinstance(rv.type, ErrorType):
+            self._detached(s.body, outside_role=True)
             return
         name, w0, w1, regs = rv.const  # type: ignore[misc]
         role = Role(name, w0, w1, regs, [], s.span, call.args[0].span if call.args else call.span)
-        k = self.kernel
-        if name in k.roles:
-            self.diags.append(codes.BAD_ROLE.at(
-                role.name_span, f"role {name!r} is declared twice",
-                related=[Related(k.roles[name].name_span, "first declared here")]))
+        problem = self._role_problem(role, call)
+        if problem is not None:
+            self.diags.append(problem)
+            self._detached(s.body, outside_role=True)
             return
-        if w1 > k.warps:
-            fixes = []
-            if k.warps_span is not None:
-                fixes.append(Fix(f"set warps={w1}", (TextEdit(k.warps_span, str(w1)),),
-                                 Applicability.UNSAFE))
-            self.diags.append(codes.BAD_ROLE.at(
-                call.span, f"role {name!r} uses warps {w0}..{w1 - 1} but the kernel has "
-                f"{k.warps} warps", fixes=fixes))
-            return
-        for other in k.roles.values():
-            if w0 < other.warp_stop and other.warp_start < w1:
-                self.diags.append(codes.BAD_ROLE.at(
-                    call.span, f"role {name!r} (warps {w0}..{w1 - 1}) overlaps role "
-                    f"{other.name!r} (warps {other.warp_start}..{other.warp_stop - 1})",
-                    related=[Related(other.name_span, f"role {other.name!r}")]))
-                return
-        k.roles[name] = role
+        self.kernel.roles[name] = role
         self.emit(role)
         self.role = role
         self.blocks.append(role.body)
@@ -485,14 +526,42 @@ class KernelBuilder:
         self.blocks.pop()
         self.role = None
 
+    def _role_problem(self, role: Role, call: ast.Call) -> Diagnostic | None:
+        """Why a well-formed role cannot join the kernel (twice, too many warps, overlap)."""
+        k = self.kernel
+        assert k is not None
+        name, w0, w1 = role.name, role.warp_start, role.warp_stop
+        warps_at = next((kw.value.span for kw in call.keywords if kw.name == "warps"), call.span)
+        if name in k.roles:
+            return codes.BAD_ROLE.at(
+                role.name_span, f"role {name!r} is declared twice",
+                related=[Related(k.roles[name].name_span, "first declared here")])
+        if w1 > k.warps:
+            fixes = []
+            if k.warps_span is not None:
+                fixes.append(Fix(f"set warps={w1}", (TextEdit(k.warps_span, str(w1)),),
+                                 Applicability.UNSAFE))
+            return codes.BAD_ROLE.at(
+                warps_at, f"role {name!r} uses warps {w0}..{w1 - 1} but the kernel has "
+                f"{k.warps} warps", fixes=fixes)
+        for other in k.roles.values():
+            if w0 < other.warp_stop and other.warp_start < w1:
+                return codes.BAD_ROLE.at(
+                    warps_at, f"role {name!r} (warps {w0}..{w1 - 1}) overlaps role "
+                    f"{other.name!r} (warps {other.warp_start}..{other.warp_stop - 1})",
+                    related=[Related(other.name_span, f"role {other.name!r}")])
+        return None
+
     # -- bookkeeping ---------------------------------------------------------------------
     def _define(self, name: str, v: Value, stmt: ast.Stmt | None) -> None:
         """Bind a name in the kernel scope, checking what may be re-bound."""
         old = self.scope.get(name)
         if old is not None and isinstance(old.type, _UNIQUE_KINDS):
             self.diags.append(codes.REDEFINITION.at(
-                v.span, f"`{name}` already names {old.type.describe()}; buffers, pipelines and "
+                _name_span(stmt, name, v.span),
+                f"`{name}` already names {old.type.describe()}; buffers, pipelines and "
                 "barriers are defined once", related=[Related(old.span, "defined here")]))
+            self.scope[name] = v  # later lines mean the new definition: check them against it
             return
         if old is not None and isinstance(old.type, FragmentType) and \
                 isinstance(v.type, FragmentType) and old.type != v.type and \
@@ -516,12 +585,36 @@ class KernelBuilder:
             if v is None or not isinstance(v.type, PipelineType):
                 continue
             for r in (v.type.producer, *v.type.consumers):
-                if r not in k.roles:
+                if r not in k.roles and r not in self.tried_roles:  # tried: already reported
+                    # role checks of this pipeline's ops compared against a role that does
+                    # not exist: they echo this finding
+                    self.diags[:] = [d for d in self.diags if not (
+                        d.code == codes.BAD_ROLE.code and d.data.get("pipeline") == name)]
                     hit = difflib.get_close_matches(r, list(k.roles), 1)
+                    at = self._role_name_span(v, r) or span
+                    fixes = [Fix(f'use "{hit[0]}"', (TextEdit(at, f'"{hit[0]}"'),),
+                                 Applicability.UNSAFE)] if hit and at is not span else []
                     self.diags.append(codes.BAD_ROLE.at(
-                        span, f"pipeline `{name}` names role {r!r}, which the kernel does not "
+                        at, f"pipeline `{name}` names role {r!r}, which the kernel does not "
                         "declare" + (f"; did you mean {hit[0]!r}?" if hit else ""),
-                        notes=[f"declared roles: {', '.join(k.roles) or 'none'}"]))
+                        notes=[f"declared roles: {', '.join(k.roles) or 'none'}"], fixes=fixes))
+
+    def _role_name_span(self, pipe: Value, role: str) -> Span | None:
+        """The string literal that names `role` in the `pipeline(...)` call making `pipe`."""
+        assert self.kernel is not None
+        for op in self.kernel.ops():
+            if op.prim.name != "pipeline" or not op.results or op.results[0] is not pipe:
+                continue
+            producer, consumer = op.args.get("producer"), op.args.get("consumer")
+            if producer is not None and producer.const == role:
+                return op.arg_spans.get("producer")
+            if consumer is not None and consumer.const == role:
+                return op.arg_spans.get("consumer")
+            if consumer is not None and isinstance(consumer.const, tuple):
+                for e in consumer.const:
+                    if isinstance(e, Value) and e.const == role:
+                        return e.span
+        return None
 
     def _check_unused(self) -> None:
         for name, (v, stmt) in self.defs.items():
@@ -538,7 +631,8 @@ class KernelBuilder:
                 fix = Fix(f"remove `{name}`", (TextEdit(self.pb.source.span(
                     start, min(end, len(self.pb.source.data))), ""),), Applicability.SAFE)
                 self.diags.append(codes.UNUSED_VALUE.at(
-                    v.span, f"`{name}` ({v.type.describe()}) is never used", fixes=[fix]))
+                    _name_span(stmt, name, v.span),
+                    f"`{name}` ({v.type.describe()}) is never used", fixes=[fix]))
 
     def note_use(self, v: Value) -> None:
         self.used.add(id(v))
@@ -553,6 +647,22 @@ class KernelBuilder:
     def new_op(self, op: Op) -> None:
         op.role = self.role.name if self.role else None
         self.emit(op)
+
+
+def _name_span(stmt: ast.Stmt | None, name: str, default: Span) -> Span:
+    """Where `stmt` binds `name`: findings about a definition point at the name."""
+    targets: tuple[ast.Expr, ...] = ()
+    if isinstance(stmt, ast.Assign):
+        targets = stmt.targets
+    elif isinstance(stmt, ast.AugAssign | ast.For):
+        targets = (stmt.target,)
+    while targets:
+        t, targets = targets[0], targets[1:]
+        if isinstance(t, ast.Name) and t.id == name:
+            return t.span
+        if isinstance(t, ast.Tuple):
+            targets = (*t.elts, *targets)
+    return default
 
 
 def _target_names(t: ast.Expr) -> tuple[str, ...]:

@@ -10,11 +10,11 @@ import difflib
 from dataclasses import dataclass
 
 from cake_core.diagnostics import codes
-from cake_core.diagnostics.model import Diagnostic, Fix, TextEdit, Applicability
+from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, TextEdit
 from cake_core.ir.kernel import Value
 from cake_core.ir.scope import float_value, int_value, none_value, str_value
 from cake_core.ir.symbolic import Const
-from cake_core.ir.types import ErrorType, TupleType, Type
+from cake_core.ir.types import ErrorType, NoneType, TupleType, Type
 from cake_core.primitives.registry import ParamSpec, Primitive
 from cake_core.syntax.source import Span
 
@@ -54,7 +54,8 @@ def default_value(spec: ParamSpec, span: Span) -> Value:
 
 
 def bind(prim: Primitive, positional: list[Argument], keywords: dict[str, tuple[Argument, Span]],
-         call_span: Span, diags: list[Diagnostic]) -> tuple[dict[str, Value], dict[str, Span]] | None:
+         call_span: Span, diags: list[Diagnostic],
+         ) -> tuple[dict[str, Value], dict[str, Span]] | None:
     """Match arguments to parameters; report problems and return None on failure."""
     params = list(prim.params)
     values: dict[str, Value] = {}
@@ -72,6 +73,7 @@ def bind(prim: Primitive, positional: list[Argument], keywords: dict[str, tuple[
     for spec, arg in zip(params, positional, strict=False):
         values[spec.name], spans[spec.name] = arg.value, arg.span
     names = {p.name for p in params}
+    meant: set[str] = set()  # parameters a misspelt keyword was taken for
     for kw, (arg, name_span) in keywords.items():
         if kw not in names:
             pool = [p.name for p in params if p.name != "self"]
@@ -81,6 +83,7 @@ def bind(prim: Primitive, positional: list[Argument], keywords: dict[str, tuple[
             msg = f"`{prim.name}` has no parameter `{kw}`"
             msg += f"; did you mean `{hit[0]}`?" if hit else f" (parameters: {', '.join(pool)})"
             diags.append(codes.BAD_ARGUMENTS.at(name_span, msg, fixes=fixes))
+            meant.update(hit)
             ok = False
             continue
         if kw in values:
@@ -91,11 +94,11 @@ def bind(prim: Primitive, positional: list[Argument], keywords: dict[str, tuple[
     for spec in params:
         if spec.name in values:
             continue
-        if spec.required:
+        if spec.required and spec.name not in meant:  # else already reported as misspelt
             diags.append(codes.BAD_ARGUMENTS.at(
                 call_span, f"`{prim.signature}` is missing `{spec.name}`"))
             ok = False
-        else:
+        elif not spec.required:
             values[spec.name] = default_value(spec, call_span)
     if not ok:
         return None
@@ -111,6 +114,8 @@ def check_kinds(prim: Primitive, values: dict[str, Value], spans: dict[str, Span
         if isinstance(v.type, ErrorType):
             ok = False
             continue
+        if isinstance(v.type, NoneType) and spec.default is None:
+            continue  # an optional argument left out (or passed as None): the rule decides
         if spec.kinds and not isinstance(v.type, spec.kinds):
             want = " or ".join(kind_name(k) for k in spec.kinds)
             what = "receiver" if spec.name == "self" else f"`{spec.name}`"
@@ -132,7 +137,7 @@ def has_error(values: dict[str, Value]) -> bool:
     for v in values.values():
         if isinstance(v.type, ErrorType):
             return True
-        if isinstance(v.type, TupleType) and isinstance(v.const, tuple):
-            if any(isinstance(e.type, ErrorType) for e in v.const):
-                return True
+        if isinstance(v.type, TupleType) and isinstance(v.const, tuple) and \
+                any(isinstance(e.type, ErrorType) for e in v.const):
+            return True
     return False

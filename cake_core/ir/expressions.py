@@ -91,6 +91,7 @@ class Evaluator:
         self.k = kernel
         self.diags = pb.diags
         self._tmp = 0
+        self._stage_mismatches: set[tuple[str, str]] = set()
 
     # -- names --------------------------------------------------------------------------
     def lookup(self, name: str, span: Span) -> Value:
@@ -135,6 +136,8 @@ class Evaluator:
                 self.diags.append(codes.TYPE_MISMATCH.at(
                     target.span, f"cannot unpack {n} value{'s' if n != 1 else ''} into "
                     f"{len(target.elts)} names"))
+                for name in _names_in(target):  # bound, so their uses stay quiet
+                    self._set(name, _error(target.span), scope, stmt)
                 return
             for t, e in zip(target.elts, elts, strict=True):
                 self.bind(t, e, scope=scope, stmt=stmt)
@@ -396,9 +399,12 @@ class Evaluator:
                     return _error(e.span)
                 if isinstance(v.type, StageType) and extent.const is not None and \
                         v.type.stages != extent.const:
-                    self.diags.append(codes.BAD_INDEX.at(
-                        x.span, f"stage of a {v.type.stages}-stage pipeline indexes a buffer "
-                        f"with {extent.const} stages"))
+                    pair = (t.buffer, v.type.pipeline)
+                    if pair not in self._stage_mismatches:  # one finding per buffer/pipeline
+                        self._stage_mismatches.add(pair)
+                        self.diags.append(codes.BAD_INDEX.at(
+                            x.span, f"stage of a {v.type.stages}-stage pipeline indexes "
+                            f"`{t.buffer}`, which has {extent.const} stages"))
                     return _error(e.span)
                 c, ext = _sym(v).const, extent.const
                 if c is not None and ext is not None and not 0 <= c < ext:
@@ -429,7 +435,8 @@ class Evaluator:
             return base.const[c]
         if isinstance(t, TensorType):
             self.diags.append(codes.BAD_INDEX.at(
-                e.span, "global tensors are accessed by tiles: `A.tile((BM, BK), (i, k))`"))
+                e.span, f"global tensors are accessed by tiles: "
+                f"`{base.name}.tile(shape, coords)`, e.g. `A.tile((BM, BK), (block.x, k))`"))
             return _error(e.span)
         self.diags.append(codes.BAD_INDEX.at(e.span, f"{t.describe()} cannot be indexed"))
         return _error(e.span)
@@ -477,7 +484,8 @@ class Evaluator:
 
     def _unknown_call(self, e: ast.Call, name: str) -> Value:
         reg = self.pb.registry
-        hit = reg.suggest(name, extra=[n for n in builtin_names() if n[0].islower()])
+        hit = _PYTHON_EQUIVALENTS.get(name) or \
+            reg.suggest(name, extra=[n for n in builtin_names() if n[0].islower()])
         fixes = [Fix(f"call `{hit}`", (TextEdit(e.func.span, hit),), Applicability.UNSAFE)] \
             if hit else []
         notes = []
@@ -487,8 +495,8 @@ class Evaluator:
         self.diags.append(codes.UNKNOWN_PRIMITIVE.at(
             e.func.span, f"`{name}` is not a CAKE primitive"
             + (f"; did you mean `{hit}`?" if hit else ""), fixes=fixes, notes=notes))
-        for a in e.args:  # still resolve names inside, so typos there are found too
-            self.expr(a)
+        for a in (*e.args, *(kw.value for kw in e.keywords)):
+            self.expr(a)  # still resolve names inside, so typos there are found too
         return _error(e.span)
 
     def _args(self, e: ast.Call) -> tuple[list[Argument] | None, dict]:
@@ -736,6 +744,11 @@ class Evaluator:
         self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
             e.span, "Tensor[...] is a parameter annotation, not a call"))
         return _error(e.span)
+
+
+#: Python functions people reach for, and the CAKE primitive that does that job
+#: (a closer answer than the nearest spelling: `sum` is not `sub`).
+_PYTHON_EQUIVALENTS = {"sum": "row_sum", "argmin": "row_argmin", "argmax": "row_argmax"}
 
 
 def _names_in(t: ast.Expr) -> list[str]:

@@ -182,6 +182,9 @@ class Program:
     constants: dict[str, Value] = field(default_factory=dict)
     dims: dict[str, Dim] = field(default_factory=dict)
     kernels: list[Kernel] = field(default_factory=list)
+    constant_spans: dict[str, Span] = field(default_factory=dict)
+    """Where each top-level constant's value is written (`BM, BN = 128, 256` gives the
+    span of `128` for BM): tactics and fixes rewrite constants there."""
 
 
 __all__ = ["Dim", "ForOp", "IfOp", "Kernel", "Node", "Op", "Param", "Program", "Role",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cake_core.diagnostics import codes
 from cake_core.hardware import Feature
-from cake_core.ir.typecheck import CallContext, check_shape, same_shape
+from cake_core.ir.typecheck import CallContext, same_shape
 from cake_core.ir.types import (
     BarrierType,
     DType,
@@ -14,12 +14,31 @@ from cake_core.ir.types import (
     IntType,
     NoneType,
     PipelineType,
+    Shape,
     SmemType,
     TileType,
     Type,
     shape_str,
 )
 from cake_core.primitives.registry import EffectSpec, Primitive, param
+
+
+def squeeze_leading(shape: Shape) -> Shape:
+    """`shape` without its leading extents of 1 (at least one extent is kept).
+
+    A copy moves elements in order, so `(1, BM, D)` and `(BM, D)` hold the same elements:
+    a tile of a batched rank-3 tensor fills a 2-D buffer, as a TMA box with a unit
+    leading extent does.
+    """
+    i = 0
+    while i < len(shape) - 1 and shape[i].const == 1:
+        i += 1
+    return shape[i:]
+
+
+def copy_shapes_match(a: Shape, b: Shape) -> bool:
+    """Whether a copy between shapes `a` and `b` is well formed (leading 1s ignored)."""
+    return same_shape(squeeze_leading(a), squeeze_leading(b))
 
 
 def _same_elements(ctx: CallContext, dst: str, src: str, what: str) -> bool:
@@ -31,7 +50,12 @@ def _same_elements(ctx: CallContext, dst: str, src: str, what: str) -> bool:
                   f"{what} copies {s.dtype.value} into a {d.dtype.value} buffer; "
                   "copies do not convert (use cast() on a fragment)", src)
         return False
-    return check_shape(ctx, src, s.shape, d.shape, what)
+    if copy_shapes_match(s.shape, d.shape):
+        return True
+    ctx.error(codes.SHAPE_MISMATCH,
+              f"{what}: `{src}` has shape {shape_str(s.shape)}, expected {shape_str(d.shape)}",
+              src, notes=["shapes are compared after dropping leading extents of 1"])
+    return False
 
 
 def _tma_load_rule(ctx: CallContext) -> Type:
@@ -79,7 +103,9 @@ def _ldmatrix_rule(ctx: CallContext) -> Type:
         return ctx.error(codes.SHAPE_MISMATCH,
                          f"ldmatrix reads whole 8x8 matrices; {shape_str(src.shape)} is not a "
                          "multiple of (8, 8)", "src")
-    return FragmentType(src.dtype, src.shape, FragLayout.MMA_A)
+    # A `.T` view of a K-major (N, K) tile is how a kernel spells the B operand.
+    layout = FragLayout.MMA_B if src.transposed else FragLayout.MMA_A
+    return FragmentType(src.dtype, src.shape, layout)
 
 
 def _load_rule(ctx: CallContext) -> Type:
@@ -96,7 +122,7 @@ def _store_rule(ctx: CallContext) -> Type:
         return ctx.error(codes.DTYPE_MISMATCH,
                          f"store writes a {src.dtype.value} fragment into {dst.dtype.value} "
                          f"memory; convert first: cast(x, {dst.dtype.value})", "src")
-    if not same_shape(dst.shape, src.shape):
+    if not copy_shapes_match(dst.shape, src.shape):
         return ctx.error(codes.SHAPE_MISMATCH,
                          f"store: fragment {shape_str(src.shape)} does not match the destination "
                          f"{shape_str(dst.shape)}", "src")
@@ -177,8 +203,10 @@ other threads copied.""",
         _ldmatrix_rule,
         """Load 8x8 16-bit matrices from shared memory into an mma.sync operand fragment.
 
-The fragment has the view's logical shape; a transposed view (`.T`) selects the `.trans`
-form.
+The fragment has the view's logical shape.  A row-major (M, K) view gives an A operand
+(layout mma_a); the `.T` of a K-major (N, K) view gives a (K, N) B operand (layout mma_b).
+Both read rows that are contiguous along K, the plain form of the instruction; lowering
+uses the `.trans` form when the operand's K dimension is not the contiguous one.
 
 ```python
 a = ldmatrix(sa[s].tile((WM, 16), (wm, kk)))

@@ -253,7 +253,9 @@ done = mbarrier(count=1)
 
 Coordinates count tiles, not elements: `A.tile((BM, BK), (block.x, k))` starts at row
 `block.x * BM`, column `k * BK`.  Parts outside the tensor are zero-filled on loads and
-dropped on stores, as TMA does.""",
+dropped on stores, as TMA does.  A tile whose leading extents are 1 copies to and from a
+buffer of lower rank: `tma_load(sx, X.tile((1, BM, D), (b, block.x, 0)), bar)` fills a
+(BM, D) buffer from a (B, N, D) tensor.""",
         receiver=TensorType,
         signature_doc="Tensor.tile(shape, coords)",
     ),

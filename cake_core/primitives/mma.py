@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cake_core.diagnostics import codes
+from cake_core.diagnostics.model import Applicability, Fix, TextEdit
 from cake_core.hardware import Feature
 from cake_core.ir.typecheck import CallContext
 from cake_core.ir.types import (
@@ -17,6 +18,7 @@ from cake_core.ir.types import (
     shape_str,
 )
 from cake_core.primitives.registry import EffectSpec, Primitive, param
+from cake_core.syntax.source import Span
 
 _INPUT_DTYPES = {
     "mma_sync": (DType.F16, DType.BF16),
@@ -49,10 +51,18 @@ def _mnk(ctx: CallContext) -> tuple[int, int, int] | None:
         ctx.error(codes.DTYPE_MISMATCH, f"the accumulator must be f32, not {acc.dtype.value}",
                   "acc")
         return None
+    if am == m and (bk, bn) == (n, ak) and bn != n and isinstance(b, SmemType):
+        span = ctx.at("b")
+        ctx.error(codes.SHAPE_MISMATCH,
+                  f"{ctx.prim.name}: `b` is an (N, K) = {shape_str(b.shape)} tile; the MMA reads "
+                  f"b as (K, N): pass it transposed", "b",
+                  fixes=[Fix("append `.T`", (TextEdit(Span(span.end, span.end), ".T"),),
+                             Applicability.SAFE)])
+        return None
     if am != m or bn != n:
         ctx.error(codes.SHAPE_MISMATCH,
                   f"{ctx.prim.name}: acc {shape_str(acc.shape)} != a rows x b columns "
-                  f"({am}, {bn})", "acc" if am == m else "a",
+                  f"({am}, {bn})", "b" if am == m else "a",
                   notes=["acc(M, N) += a(M, K) @ b(K, N); pass a (N, K) buffer as `b.T`"])
         return None
     if ak != bk:

@@ -92,11 +92,44 @@ class Primitive:
     receiver: type[Type] | None = None
     """For methods (`ab.acquire()`): the receiver's type class; `self` is bound first."""
     signature_doc: str = ""
-    cost: Callable[..., Any] | None = None
-    simulate: Callable[..., Any] | None = None
-    lower: Callable[..., Any] | None = None
+    cost: Callable[..., Any] | str | None = None
+    simulate: Callable[..., Any] | str | None = None
+    lower: Callable[..., Any] | str | None = None
     provenance: Provenance = field(default_factory=Provenance)
     plugin: str = "cake"
+
+    def facet(self, kind: str) -> Callable[..., Any] | None:
+        """The `cost`, `simulate` or `lower` implementation, resolved lazily.
+
+        A facet is a callable or a "module:attr" reference.  Built-in primitives leave it
+        unset and follow the convention `cake_core.<analysis>.facets.<family>:<attr>`
+        (analysis = cost / sim / lower; attr = the primitive's name, or
+        `<receiver>_<name>` for methods, e.g. `pipeline_acquire`), so the numpy-heavy
+        simulator is imported only when a kernel is simulated.  None when absent.
+        """
+        ref = getattr(self, kind)
+        if callable(ref):
+            return ref
+        if ref is None:
+            if self.plugin != "cake":
+                return None
+            ref = f"cake_core.{_ANALYSIS[kind]}.facets.{self.family}:{self.facet_attr}"
+        mod_name, _, attr = str(ref).partition(":")
+        import importlib
+
+        try:
+            mod = importlib.import_module(mod_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and mod_name.startswith(exc.name):
+                return None
+            raise
+        return getattr(mod, attr, None)
+
+    @property
+    def facet_attr(self) -> str:
+        if self.receiver is None:
+            return self.name
+        return f"{_receiver_name(self.receiver).lower()}_{self.name}"
 
     @property
     def key(self) -> str:
@@ -119,6 +152,9 @@ class Primitive:
     @property
     def summary(self) -> str:
         return self.doc.strip().splitlines()[0] if self.doc.strip() else ""
+
+
+_ANALYSIS = {"cost": "cost", "simulate": "sim", "lower": "lower"}
 
 
 def _receiver_name(t: type[Type]) -> str:

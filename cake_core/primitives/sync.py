@@ -15,9 +15,12 @@ def _role_check(ctx: CallContext, side: str) -> bool:
     roles = (p.producer,) if side == "producer" else p.consumers
     if ctx.role is not None and ctx.role not in roles:
         want = " or ".join(repr(r) for r in roles)
-        ctx.error(codes.BAD_ROLE,
-                  f"`{p.name}.{ctx.prim.name}()` is a {side} operation, but it runs in role "
-                  f"{ctx.role!r}; the pipeline's {side} is {want}")
+        # `data` lets the builder drop this as an echo when the pipeline names a role
+        # the kernel never declares (that mistake is reported on the pipeline itself)
+        ctx.diagnostics.append(codes.BAD_ROLE.at(
+            ctx.span, f"`{p.name}.{ctx.prim.name}()` is a {side} operation, but it runs in "
+            f"role {ctx.role!r}; the pipeline's {side} is {want}",
+            data={"pipeline": p.name}))
         return False
     return True
 

@@ -23,7 +23,7 @@ from cake_core.diagnostics.codes import SYNTAX_ERROR, UNSUPPORTED_SYNTAX
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, TextEdit
 from cake_core.syntax import ast
 from cake_core.syntax.literals import LiteralError, decode_string_body, parse_float, parse_integer
-from cake_core.syntax.source import SourceFile, Span
+from cake_core.syntax.source import Position, SourceFile, Span
 from cake_core.syntax.subset import TRIVIA, Rejection, rejection
 
 MAX_DEPTH = 100
@@ -47,6 +47,7 @@ _SPINE_FIELD = {
     "call": "function",
     "subscript": "value",
 }
+_PARAMETER_KINDS = {"list_splat_pattern": "star_parameter"}
 _STRING_PREFIX_OK = frozenset({"", "r", "u"})
 
 
@@ -69,6 +70,15 @@ class Converter:
         """The buffer tree-sitter parsed (the source text, or a repaired copy of it)."""
         self.diagnostics: list[Diagnostic] = []
         self._map = to_original
+        # Fast spans: tree-sitter already knows each node's line and byte column, and on
+        # an ASCII line the UTF-16 column equals the byte column.
+        self._fast = to_original is None
+        self._slow_rows: frozenset[int] = frozenset()
+        self._positions: dict[int, Position] = {}
+        if self._fast and not data.isascii():
+            self._slow_rows = frozenset(
+                row for row, line in enumerate(data.split(b"\n")) if not line.isascii()
+            )
 
     # -- spans and reporting -----------------------------------------------------------------
     def span_bytes(self, start: int, end: int) -> Span:
@@ -77,6 +87,22 @@ class Converter:
         return self.source.span(start, end)
 
     def span(self, node: TSNode) -> Span:
+        if self._fast:
+            start_row, start_col = node.start_point
+            end_row, end_col = node.end_point
+            slow = self._slow_rows
+            if not slow or (start_row not in slow and end_row not in slow):
+                cache = self._positions
+                start_byte = node.start_byte
+                end_byte = node.end_byte
+                start = cache.get(start_byte)
+                if start is None:
+                    start = cache[start_byte] = Position(start_byte, start_row, start_col,
+                                                         start_col)
+                end = cache.get(end_byte)
+                if end is None:
+                    end = cache[end_byte] = Position(end_byte, end_row, end_col, end_col)
+                return Span(start, end)
         return self.span_bytes(node.start_byte, node.end_byte)
 
     def _reject(self, node: TSNode, why: Rejection, span: Span | None = None,
@@ -163,7 +189,7 @@ class Converter:
         return data
 
     def _line_prefix(self, node: TSNode) -> bytes | None:
-        row, col = node.start_point
+        col = node.start_point[1]
         if col == 0:
             return b""
         prefix = self.data[node.start_byte - col : node.start_byte]
@@ -333,7 +359,8 @@ class Converter:
         if names_only:
             self._reject(
                 node,
-                Rejection("this loop target", "loop over a name or a tuple of names: `for i in ...`"),
+                Rejection("this loop target",
+                          "loop over a name or a tuple of names: `for i in ...`"),
             )
             return ast.Invalid(span)
         if kind in ("attribute", "subscript"):
@@ -483,8 +510,12 @@ class Converter:
                 name_node = param.child_by_field_name("name")
             elif kind == "typed_parameter":
                 name_node = next((c for c in param.children if c.is_named), None)
+                if name_node is not None and name_node.type != "identifier":
+                    self._reject(param, rejection(_PARAMETER_KINDS.get(name_node.type,
+                                                                        name_node.type)))
+                    continue
             else:
-                self._reject(param, rejection(kind))
+                self._reject(param, rejection(_PARAMETER_KINDS.get(kind, kind)))
                 continue
             if name_node is None or name_node.type != "identifier":
                 if name_node is not None:
@@ -511,7 +542,7 @@ class Converter:
         return self._expr(child, depth + 1)
 
     def _named(self, node: TSNode) -> list[TSNode]:
-        return [c for c in node.children if c.is_named and c.type not in _SKIP]
+        return [c for c in node.named_children if c.type not in _SKIP]
 
     def _expr(self, node: TSNode, depth: int) -> ast.Expr:
         if depth > MAX_DEPTH:
@@ -520,6 +551,8 @@ class Converter:
         kind = node.type
         if node.is_missing or kind == "ERROR":
             return ast.Invalid(self.span(node))
+        if kind == "identifier":  # the most common node by far
+            return ast.Name(self.span(node), (node.text or b"").decode("utf-8", "replace"))
         if kind in _SPINE_FIELD:
             return self._spine(node, depth)
         handler = _HANDLERS.get(kind)

@@ -190,12 +190,17 @@ def _error(node: TSNode, data: bytes, span_of: SpanOf) -> Diagnostic:
     if first.is_named and not first.is_error and _same_line(prev, first) and prev is not None \
             and prev.is_named:
         return _missing_separator(prev, first, data, span_of)
-    if not last.is_named and last.type not in _CLOSERS and not _same_line(last, nxt):
+    if not last.is_named and last.type not in _CLOSERS and (
+            not _same_line(last, nxt) or (nxt is not None and nxt.type in _CLOSERS)):
         return SYNTAX_ERROR.at(span_of(last.start_byte, last.end_byte),
                                f"expected an expression after `{_token_text(last)}`")
     if len(children) == 1 and not first.is_named:
         return SYNTAX_ERROR.at(span_of(first.start_byte, first.end_byte),
                                f"unexpected `{_token_text(first)}`")
+    dangling = _dangling_operator(node)
+    if dangling is not None:
+        return SYNTAX_ERROR.at(span_of(dangling.start_byte, dangling.end_byte),
+                               f"expected an expression after `{_token_text(dangling)}`")
     first_bad = next((c for c in children if not c.is_named or c.is_error), None)
     if first_bad is not None and first_bad.start_byte != start and \
             node.start_point[0] == first_bad.start_point[0]:
@@ -210,6 +215,38 @@ def _error(node: TSNode, data: bytes, span_of: SpanOf) -> Diagnostic:
 _CLOSERS = frozenset({")", "]", "}", ":", ","})
 
 
+def _dangling_operator(node: TSNode) -> TSNode | None:
+    """An operator that ends a line outside brackets (`x = 1 +` then a new line)."""
+    if node.start_point[0] == node.end_point[0]:
+        return None
+    depth = 0
+    prev: TSNode | None = None
+    escaped = False
+    stack = [node]
+    while stack:
+        leaf = stack.pop()
+        if leaf.child_count and leaf.type != "string":
+            stack.extend(reversed(leaf.children))
+            continue
+        if leaf.type == "comment":
+            continue
+        if leaf.type == "line_continuation":
+            escaped = True
+            continue
+        if prev is not None and depth == 0 and not escaped and \
+                leaf.start_point[0] > prev.end_point[0]:
+            if not prev.is_named and prev.type not in _CLOSERS:
+                return prev
+            return None
+        escaped = False
+        if leaf.type in ("(", "[", "{"):
+            depth += 1
+        elif leaf.type in (")", "]", "}"):
+            depth = max(0, depth - 1)
+        prev = leaf
+    return None
+
+
 def _sibling(node: TSNode, forward: bool) -> TSNode | None:
     sib = node.next_sibling if forward else node.prev_sibling
     while sib is not None and sib.type in ("comment", "line_continuation"):
@@ -222,11 +259,24 @@ def _same_line(a: TSNode | None, b: TSNode | None) -> bool:
 
 
 def _missing_separator(left: TSNode, right: TSNode, data: bytes, span_of: SpanOf) -> Diagnostic:
+    a, b = _edge_leaf(left, last=True), _edge_leaf(right, last=False)
+    span = span_of(a.start_byte, _line_end(data, b.start_byte, b.end_byte))
+    if a.end_byte == b.start_byte:
+        glued = data[a.start_byte : b.end_byte].decode("utf-8", errors="replace")
+        return SYNTAX_ERROR.at(span, f"invalid syntax: `{glued}` is not a valid name or number")
     return SYNTAX_ERROR.at(
-        span_of(left.start_byte, _line_end(data, right.start_byte, right.end_byte)),
-        f"invalid syntax: is a `,` or an operator missing between `{_token_text(left)}` "
-        f"and `{_token_text(right)}`?",
+        span,
+        f"invalid syntax: is a `,` or an operator missing between `{_token_text(a)}` "
+        f"and `{_token_text(b)}`?",
     )
+
+
+def _edge_leaf(node: TSNode, last: bool) -> TSNode:
+    """The first or last token of a node (strings count as one token)."""
+    while node.child_count and node.type not in ("string", "concatenated_string"):
+        nxt = node.children[-1 if last else 0]
+        node = nxt
+    return node
 
 
 def _line_end(data: bytes, start: int, end: int) -> int:

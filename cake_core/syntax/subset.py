@@ -184,6 +184,7 @@ REJECTED: dict[str, Rejection] = {
         "a starred target (`*x`)", "unpack into a fixed number of names"
     ),
     "dictionary_splat_pattern": Rejection("a `**` parameter", "list each parameter explicitly"),
+    "star_parameter": Rejection("a `*` parameter", "list each parameter explicitly"),
     "keyword_separator": Rejection(
         "a keyword-only marker (`*`)", "list the parameters without it"
     ),

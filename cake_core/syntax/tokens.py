@@ -88,7 +88,9 @@ def scan(data: bytes) -> list[Flaw]:
         m = _TOKEN.match(data, pos)
         if m is None:  # unreachable: `.` matches any byte
             break
-        kind = m.lastgroup if m.lastgroup not in ("open3s", "open3d", "open1s", "open1d") else "string"
+        kind = m.lastgroup or ""
+        if kind.startswith("open") and kind != "open":
+            kind = "string"
         start, end = m.start(), m.end()
         pos = end
         if kind == "ws":

@@ -1,0 +1,35 @@
+# Two entry points for a fresh machine (Python 3.11+): `make main` and `make test`.
+# Both create .venv on first use and install CAKE with its dev tools and first-party plugins.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: main test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@for p in plugins/*/; do \
+		if [ -f "$$p/pyproject.toml" ]; then $(BIN)/python -m pip install --quiet -e "$$p"; fi; \
+	done
+	touch $(STAMP)
+
+## The main job on its embedded defaults.
+main: $(STAMP)
+	$(BIN)/cake check examples/
+
+## The whole test suite (slow tests included; GPU tests skip without a GPU).
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(BIN)/python bench/check_latency.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

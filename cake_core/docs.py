@@ -1,0 +1,25 @@
+"""Where rule documentation lives and how to read it at run time.
+
+The pages in docs/rules/ are the source of truth; an installed wheel without the docs
+folder still explains a code from the rule table, so `cake explain` never fails.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cake_core.diagnostics.codes import Rule
+
+DOCS_DIR = Path(__file__).resolve().parent.parent / "docs"
+
+
+def rule_doc_path(code: str) -> Path:
+    return DOCS_DIR / "rules" / f"{code.upper()}.md"
+
+
+def rule_doc(rule: Rule) -> str:
+    path = rule_doc_path(rule.code)
+    if path.is_file():
+        return path.read_text(encoding="utf-8")
+    return (f"# {rule.code}: {rule.name}\n\n{rule.summary}\n\n"
+            f"Default severity: {rule.severity.value}; fix: {rule.fix.value}.\n")

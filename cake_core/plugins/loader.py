@@ -1,0 +1,186 @@
+"""Loading plugins from entry points, each in its own guard.
+
+pluggy calls every implementation of a hook in one call, so one raising plugin loses
+every other plugin's results; CAKE instead calls each plugin item separately.  A plugin
+that fails to import, declares an incompatible API, collides with another's names,
+raises, or overruns its time is reported (a CK902 diagnostic and `cake plugins doctor`)
+and disabled; everything else keeps working.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib import metadata
+
+from cake_core.diagnostics import codes
+from cake_core.diagnostics.model import Diagnostic
+from cake_core.plugins.api import PLUGIN_API_VERSION, Plugin, RuleItem, Tactic
+from cake_core.plugins.config import ProjectConfig
+from cake_core.primitives.registry import DuplicatePrimitiveError, Registry, builtin_registry
+
+ENTRY_POINT_GROUP = "cake.plugins"
+
+
+@dataclass
+class PluginFailure:
+    plugin: str
+    item: str | None
+    reason: str
+
+
+@dataclass
+class PluginSet:
+    """The plugins in effect for one project, with what failed along the way."""
+
+    plugins: list[Plugin] = field(default_factory=list)
+    failures: list[PluginFailure] = field(default_factory=list)
+    disabled_items: set[str] = field(default_factory=set)
+    _registry: Registry | None = None
+    _disabled_rules: set[tuple[str, str]] = field(default_factory=set)
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            reg = Registry(builtin_registry().all())
+            for p in self.plugins:
+                if p.name == "cake":
+                    continue
+                try:
+                    trial = Registry(reg.all())
+                    for prim in p.primitives:
+                        if prim.key not in self.disabled_items:
+                            trial.add(prim)
+                except DuplicatePrimitiveError as exc:
+                    self.failures.append(PluginFailure(p.name, None, str(exc)))
+                    continue
+                reg = trial
+            self._registry = reg
+        return self._registry
+
+    def rules(self) -> list[tuple[Plugin, RuleItem]]:
+        return [(p, r) for p in self.plugins for r in p.rules
+                if r.name not in self.disabled_items
+                and not any(c.code in self.disabled_items for c in r.codes)
+                and (p.name, r.name) not in self._disabled_rules]
+
+    def tactics(self) -> list[tuple[Plugin, Tactic]]:
+        return [(p, t) for p in self.plugins for t in p.tactics
+                if t.name not in self.disabled_items]
+
+    def disable_rule(self, plugin: Plugin, rule: RuleItem, reason: str) -> None:
+        self._disabled_rules.add((plugin.name, rule.name))
+        self.failures.append(PluginFailure(plugin.name, rule.name, reason))
+
+
+def _entry_points() -> Iterable[metadata.EntryPoint]:
+    return metadata.entry_points(group=ENTRY_POINT_GROUP)
+
+
+def load_plugins(config: ProjectConfig | None = None, *, include_installed: bool = True,
+                 extra: Iterable[Plugin] = ()) -> PluginSet:
+    """The built-in plugin, then every installed plugin that loads and is compatible."""
+    from cake_core.plugins.builtin import builtin_plugin
+
+    config = config or ProjectConfig()
+    ps = PluginSet(disabled_items=set(config.disabled_items))
+    ps.plugins.append(builtin_plugin())
+    seen = {"cake"}
+    candidates: list[tuple[str, object]] = []
+    if include_installed:
+        for ep in _entry_points():
+            if ep.name in config.disabled_plugins:
+                continue
+            try:
+                obj = ep.load()
+            except Exception as exc:  # a plugin that cannot import must not stop CAKE
+                ps.failures.append(PluginFailure(ep.name, None, f"failed to import: "
+                                                 f"{type(exc).__name__}: {exc}"))
+                continue
+            candidates.append((ep.name, obj))
+    candidates += [(getattr(p, "name", getattr(p, "__name__", "?")), p) for p in extra]
+    for name, obj in candidates:
+        try:
+            plugin = obj() if callable(obj) and not isinstance(obj, Plugin) else obj
+        except Exception as exc:
+            ps.failures.append(PluginFailure(name, None, f"failed to build: "
+                                             f"{type(exc).__name__}: {exc}"))
+            continue
+        if not isinstance(plugin, Plugin):
+            ps.failures.append(PluginFailure(name, None, "entry point is not a cake Plugin"))
+            continue
+        if plugin.name in config.disabled_plugins:
+            continue
+        if plugin.api != PLUGIN_API_VERSION:
+            ps.failures.append(PluginFailure(
+                plugin.name, None, f"written for plugin API {plugin.api}, but this CAKE "
+                f"provides API {PLUGIN_API_VERSION}; upgrade the plugin (or CAKE)"))
+            continue
+        if plugin.name in seen:
+            ps.failures.append(PluginFailure(plugin.name, None, "a plugin with this name is "
+                                             "already loaded"))
+            continue
+        clash = _code_clash(plugin)
+        if clash:
+            ps.failures.append(PluginFailure(plugin.name, None, clash))
+            continue
+        seen.add(plugin.name)
+        ps.plugins.append(plugin)
+    _ = ps.registry  # resolve primitive clashes now, so doctor sees them
+    return ps
+
+
+def _code_clash(plugin: Plugin) -> str | None:
+    from cake_core.diagnostics.codes import DuplicateCodeError, register
+
+    for r in plugin.rules:
+        for rule in r.codes:
+            try:
+                register(rule)
+            except DuplicateCodeError as exc:
+                return str(exc)
+    return None
+
+
+def run_rule(ps: PluginSet, plugin: Plugin, rule: RuleItem, program: object,
+             source: object) -> list[Diagnostic]:
+    """Run one plugin rule in a guard: exceptions and overruns disable it, not CAKE."""
+    if plugin.name == "cake":
+        return rule.check(program, source)  # type: ignore[arg-type]
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = rule.check(program, source)  # type: ignore[arg-type]
+        except BaseException as exc:  # noqa: BLE001 - reported as a diagnostic below
+            box["error"] = exc
+
+    t0 = time.perf_counter()
+    th = threading.Thread(target=target, daemon=True, name=f"cake-rule-{rule.name}")
+    th.start()
+    th.join(rule.timeout_s)
+    src = source  # for spans
+    span = src.span(0, 0)  # type: ignore[attr-defined]
+    if th.is_alive():
+        reason = f"ran longer than {rule.timeout_s:g} s"
+    elif "error" in box:
+        exc = box["error"]
+        reason = f"raised {type(exc).__name__}: {exc}"
+    else:
+        result = box.get("result")
+        if isinstance(result, list) and all(isinstance(d, Diagnostic) for d in result):
+            return [d if d.source != "cake" else _tag(d, plugin.name) for d in result]
+        reason = "returned something other than a list of diagnostics"
+    ps.disable_rule(plugin, rule, reason)
+    elapsed = time.perf_counter() - t0
+    return [codes.PLUGIN_FAILURE.at(
+        span, f"plugin rule {plugin.name}:{rule.name} {reason}; it is disabled for this run",
+        notes=[f"after {elapsed * 1e3:.0f} ms", "run `cake plugins doctor` for details"])]
+
+
+def _tag(d: Diagnostic, plugin: str) -> Diagnostic:
+    from dataclasses import replace
+
+    return replace(d, source=plugin)

@@ -1,0 +1,56 @@
+"""C = A @ B.T on sm_90a (H100/H200): warp-specialised TMA + wgmma.
+
+A (M, K) and B (N, K) are K-major (a linear layer: y = x @ W.T); C is (M, N).
+bf16 inputs, f32 accumulation, bf16 output.
+
+Design:
+- 128x256x64 block tile.  64 bf16 = 128 B per smem row: exactly one swizzle(128) atom,
+  the layout both TMA and wgmma read without bank conflicts.
+- One producer warpgroup ("load") issues TMA copies into a 4-stage ring:
+  4 x (128x64 + 256x64) x 2 B = 192 KB of shared memory (the opt-in limit is 227 KB).
+- Two consumer warpgroups ("mma") each own a 64x256 slab of the 128x256 accumulator
+  (128 f32 registers per thread).
+- setmaxnreg through `regs=`: the producer only computes addresses, so it gives registers
+  back (40) and the consumers take them (232): 128 x 40 + 256 x 232 = 64512 <= 65536.
+"""
+
+BM, BN, BK = 128, 256, 64
+STAGES = 4
+
+M = dim("M")
+N = dim("N", multiple_of=8)   # TMA: every global row stride is a multiple of 16 bytes
+K = dim("K", multiple_of=8)
+
+@kernel(arch="sm_90a", grid=(cdiv(M, BM), cdiv(N, BN)), warps=12)
+def gemm_sm90(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (N, K)], C: Tensor[bf16, (M, N)]):
+    sa = smem(bf16, (STAGES, BM, BK), layout=swizzle(128))
+    sb = smem(bf16, (STAGES, BN, BK), layout=swizzle(128))
+    # The pipeline owns a full and an empty mbarrier per stage and tracks their phases.
+    ab = pipeline(stages=STAGES, producer="load", consumer="mma")
+    ktiles = cdiv(K, BK)
+
+    with role("load", warps=range(0, 4), regs=40):
+        for k in range(ktiles):
+            s = ab.acquire()          # wait until the consumers released stage s
+            tma_load(sa[s], A.tile((BM, BK), (block.x, k)), ab)
+            tma_load(sb[s], B.tile((BN, BK), (block.y, k)), ab)
+            ab.commit()               # arrive on full[s], expecting 48 KB of TMA bytes
+
+    with role("mma", warps=range(4, 12), regs=232):
+        acc = fragment(f32, (BM, BN), layout=wgmma_acc)
+        # Keep one wgmma group in flight: issue tile k, then wait until only that group is
+        # pending, which proves tile k - 1 was read and its stage can go back.  release()
+        # hands back stages in the order wait() took them.
+        s = ab.wait()
+        wgmma(acc, sa[s], sb[s].T)
+        for k in range(1, ktiles):
+            s = ab.wait()
+            wgmma(acc, sa[s], sb[s].T)
+            wgmma_wait(1)
+            ab.release()              # stage of tile k - 1
+        wgmma_wait(0)
+        ab.release()                  # stage of the last tile
+
+        # Epilogue straight from registers: the 192 KB ring leaves no room to stage a
+        # 64 KB C tile in shared memory.  Rows and columns past M and N are clipped.
+        store(C.tile((BM, BN), (block.x, block.y)), cast(acc, bf16))
