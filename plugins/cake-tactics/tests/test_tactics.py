@@ -1,0 +1,79 @@
+"""Every tactic, on every example it applies to: each offered variant verifies, and the
+rewrite says what it did."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cake_core.check import check_text
+from cake_core.diagnostics.model import apply_edits
+from cake_core.plugins import load_plugins
+from cake_tactics import plugin
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = sorted((ROOT / "examples").glob("*.cake"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("tactic", plugin.tactics, ids=lambda t: t.name)
+def test_every_offered_rewrite_verifies(path: Path, tactic) -> None:  # noqa: ANN001
+    text = path.read_text(encoding="utf-8")
+    res = check_text(text, path.name)
+    assert res.errors == []
+    kernel = res.program.kernels[0]
+    if tactic.applies(kernel, res.source) is None:
+        pytest.skip(f"{tactic.name} does not apply to {path.name}")
+    for params in tactic.variants(kernel, res.source):
+        out = tactic.apply(kernel, res.source, params)
+        if out is None:
+            continue  # a variant that would not verify is never offered
+        new = apply_edits(text, out.edits)
+        assert new != text
+        assert out.rationale
+        assert check_text(new, path.name).errors == [], (tactic.name, params)
+
+
+@pytest.mark.parametrize("tactic", plugin.tactics, ids=lambda t: t.name)
+def test_every_tactic_offers_a_rewrite_on_some_example(tactic) -> None:  # noqa: ANN001
+    offered = []
+    for path in EXAMPLES:
+        res = check_text(path.read_text(encoding="utf-8"), path.name)
+        kernel = res.program.kernels[0]
+        if tactic.applies(kernel, res.source) is None:
+            continue
+        for params in tactic.variants(kernel, res.source):
+            if tactic.apply(kernel, res.source, params) is not None:
+                offered.append((path.name, params))
+                break
+    assert offered, f"{tactic.name} offered nothing on any example"
+
+
+def test_stage_count_max_is_the_deepest_that_fits() -> None:
+    path = ROOT / "examples" / "gemm_sm90.cake"
+    text = path.read_text(encoding="utf-8")
+    res = check_text(text, path.name)
+    stages = next(t for t in plugin.tactics if t.name == "stages")
+    out = stages.apply(res.program.kernels[0], res.source, {"stages": "max"})
+    # 128x64 + 256x64 bf16 per stage = 48 KB; 227 KB opt-in -> 4 stages is already the most
+    assert out is None
+    three = stages.apply(res.program.kernels[0], res.source, {"stages": 3})
+    assert three is not None and "stages 4 -> 3" in three.rationale
+    assert stages.apply(res.program.kernels[0], res.source, {"stages": 5}) is None
+
+
+def test_register_split_stays_within_the_register_file() -> None:
+    path = ROOT / "examples" / "gemm_sm90.cake"
+    res = check_text(path.read_text(encoding="utf-8"), path.name)
+    regs = next(t for t in plugin.tactics if t.name == "rebalance-registers")
+    for params in regs.variants(res.program.kernels[0], res.source):
+        split = params["regs"]
+        assert 128 * split["load"] + 256 * split["mma"] <= 65536
+
+
+def test_plugin_loads_through_its_entry_point() -> None:
+    ps = load_plugins()
+    assert "cake-tactics" in [p.name for p in ps.plugins]
+    assert {t.name for _, t in ps.tactics()} >= {"tile-size", "stages", "swizzle",
+                                                 "rebalance-registers"}
