@@ -19,16 +19,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _kernels import ROOT, synthetic  # noqa: E402
+from _kernels import ROOT, synthetic
 
-from cake_core.check import check_source  # noqa: E402
-from cake_core.syntax.parser import parse, reparse  # noqa: E402
-from cake_core.syntax.source import SourceFile  # noqa: E402
+from cake_core.check import check_source
+from cake_core.syntax.parser import parse, reparse
+from cake_core.syntax.source import SourceFile
 
 
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
 
 def measure(name: str, text: str, repeat: int) -> dict[str, object]:

@@ -14,12 +14,12 @@ from pathlib import Path
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, sort_diagnostics
+from cake_core.ir.kernel import Program
 from cake_core.plugins.loader import PluginSet, run_rule
 from cake_core.primitives.registry import Registry
 from cake_core.syntax.parser import ParseResult, parse
 from cake_core.syntax.source import SourceFile
 from cake_core.verify import Pass
-
 
 
 @dataclass

@@ -36,6 +36,8 @@ class CakeGroup(click.Group):
 #: Commands that live in their own modules, imported only when invoked (name -> "module:attr").
 LAZY_COMMANDS: dict[str, str] = {
     "plugins": "cake_core.commands.plugins:plugins",
+    "cost": "cake_core.commands.cost:cost",
+    "calibrate": "cake_core.commands.calibrate:calibrate",
 }
 
 

@@ -6,14 +6,14 @@ failing and a passing example (a test checks that each page exists and has both)
 
 Ranges:  CK0xx syntax and the accepted subset, CK1xx names and types,
 CK2xx resources, CK3xx synchronization, CK4xx layouts and memory access,
-CK9xx faults inside the compiler or a plugin.  Plugins register their own codes with
-a prefix of their own (e.g. `KM101`).
+CK5xx simulation findings, CK9xx faults inside the compiler or a plugin.
+Plugins register their own codes with a prefix of their own (e.g. `KM101`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from cake_core.diagnostics.model import (
     Diagnostic,
@@ -24,7 +24,7 @@ from cake_core.diagnostics.model import (
 from cake_core.syntax.source import Span
 
 
-class FixAvailability(str, Enum):
+class FixAvailability(StrEnum):
     ALWAYS = "always"
     SOMETIMES = "sometimes"
     NONE = "none"
@@ -117,7 +117,8 @@ BAD_ARGUMENTS = _builtin("CK103", "bad-arguments",
                          "Missing, extra or unknown arguments to a primitive.",
                          fix=FixAvailability.SOMETIMES)
 TYPE_MISMATCH = _builtin("CK104", "type-mismatch",
-                         "An argument or operand has the wrong kind of value.")
+                         "An argument or operand has the wrong kind of value.",
+                         fix=FixAvailability.SOMETIMES)
 SHAPE_MISMATCH = _builtin("CK105", "shape-mismatch",
                           "Operand shapes do not agree (tile, copy or MMA shapes).")
 DTYPE_MISMATCH = _builtin("CK106", "dtype-mismatch",
@@ -129,23 +130,169 @@ ARCH_UNSUPPORTED = _builtin("CK108", "arch-unsupported",
                             "A primitive or dtype that the kernel's arch does not have.",
                             fix=FixAvailability.SOMETIMES)
 BAD_KERNEL_SIGNATURE = _builtin("CK109", "bad-kernel-signature",
-                                "An invalid @kernel decorator, parameter or annotation.")
+                                "An invalid @kernel decorator, parameter or annotation.",
+                                fix=FixAvailability.SOMETIMES)
 REDEFINITION = _builtin("CK110", "redefinition",
                         "A name bound twice where CAKE IR needs a single definition.")
 BAD_INDEX = _builtin("CK111", "bad-index",
                      "Indexing with the wrong number of indices or out of constant bounds.")
 BAD_ROLE = _builtin("CK112", "bad-role",
-                    "A role declaration that is malformed, overlapping or outside the kernel's warps.")
+                    "A role that is malformed, overlapping or outside the kernel's warps.",
+                    fix=FixAvailability.SOMETIMES)
 DIVISION_BY_ZERO = _builtin("CK113", "division-by-zero", "A constant expression divides by zero.")
 UNUSED_VALUE = _builtin("CK114", "unused-value",
                         "A buffer, fragment or pipeline that is declared and never used.",
                         severity=Severity.WARNING, fix=FixAvailability.ALWAYS)
 
 # --- CK2xx: resources (cake_core/verify/resources.py) ----------------------------------
+SMEM_OVERFLOW = _builtin(
+    "CK201", "smem-overflow",
+    "The shared-memory plan (buffers, barriers, alignment) exceeds what a block may use.",
+    fix=FixAvailability.SOMETIMES)
+REGISTER_OVERSUBSCRIPTION = _builtin(
+    "CK202", "register-oversubscription",
+    "setmaxnreg counts ask for more registers than the block holds: setmaxnreg.inc hangs.",
+    fix=FixAvailability.SOMETIMES)
+INVALID_REGISTER_COUNT = _builtin(
+    "CK203", "invalid-register-count",
+    "A role's `regs=` is not a multiple of 8 in 24..256, which setmaxnreg requires.",
+    fix=FixAvailability.ALWAYS)
+PARTIAL_WARPGROUP_REGS = _builtin(
+    "CK204", "partial-warpgroup-regs",
+    "A role with `regs=` does not cover whole warpgroups; setmaxnreg is warpgroup-wide.")
+SETMAXNREG_UNAVAILABLE = _builtin(
+    "CK205", "setmaxnreg-unavailable",
+    "A role sets `regs=` on an arch without setmaxnreg.",
+    fix=FixAvailability.ALWAYS)
+LAUNCH_LIMITS = _builtin(
+    "CK206", "launch-limits",
+    "The block or cluster shape exceeds what the arch can launch.")
+TMA_BOX_TOO_LARGE = _builtin(
+    "CK207", "tma-box-too-large",
+    "A TMA box dimension exceeds 256 elements.")
+TMA_BOX_MISALIGNED = _builtin(
+    "CK208", "tma-box-misaligned",
+    "A TMA box's inner dimension is not a multiple of 16 bytes.")
+TMA_STRIDE_ALIGNMENT = _builtin(
+    "CK209", "tma-stride-alignment",
+    "A tensor copied with TMA has global row strides that are not (provably) 16-byte aligned.",
+    fix=FixAvailability.SOMETIMES)
+WGMMA_OPERAND_MAJOR = _builtin(
+    "CK210", "wgmma-operand-major",
+    "A wgmma shared-memory operand is not K-major, which only 16-bit types allow.")
+WGMMA_WARPGROUP_MISMATCH = _builtin(
+    "CK211", "wgmma-warpgroup-mismatch",
+    "A wgmma accumulator's rows are not 64 per warpgroup of the role that runs it.")
+DTYPE_UNSUPPORTED = _builtin(
+    "CK212", "dtype-unsupported",
+    "An element type the kernel's arch cannot convert or multiply (fp8 before sm_89).")
+NARROW_VECTOR_ACCESS = _builtin(
+    "CK213", "narrow-vector-access",
+    "A global tile whose rows are not a multiple of 16 bytes cannot use 128-bit accesses.",
+    severity=Severity.WARNING)
+
 
 # --- CK3xx: synchronization (cake_core/verify/sync.py) ----------------------------------
+PIPELINE_PROTOCOL = _builtin(
+    "CK301", "pipeline-protocol",
+    "A role's acquire/commit or wait/release calls do not balance on some path.",
+    fix=FixAvailability.SOMETIMES)
+EXPECT_TX_MISMATCH = _builtin(
+    "CK302", "expect-tx-mismatch",
+    "expect_tx arms an mbarrier phase with other bytes than its TMA copies deliver.",
+    fix=FixAvailability.SOMETIMES)
+ARRIVAL_COUNT_MISMATCH = _builtin(
+    "CK303", "arrival-count-mismatch",
+    "An mbarrier's arrival count differs from the arrivals each of its phases gets.",
+    fix=FixAvailability.SOMETIMES)
+STAGE_ACCESS_OUTSIDE_SPAN = _builtin(
+    "CK304", "stage-access-outside-span",
+    "A pipelined buffer is accessed outside the acquire..commit or wait..release of its stage.")
+CONSUMER_NEVER_RELEASES = _builtin(
+    "CK305", "consumer-never-releases",
+    "A consumer role of a pipeline never releases the stages it reads.",
+    fix=FixAvailability.SOMETIMES)
+WGMMA_NOT_WAITED = _builtin(
+    "CK306", "wgmma-not-waited",
+    "A wgmma's accumulator or operands are used before a wgmma_wait covers it.",
+    fix=FixAvailability.ALWAYS)
+CP_ASYNC_NOT_WAITED = _builtin(
+    "CK307", "cp-async-not-waited",
+    "cp.async data is read before cp_async_wait and a barrier make it visible.",
+    fix=FixAvailability.SOMETIMES)
+SMEM_RACE = _builtin(
+    "CK308", "smem-race",
+    "Two accesses to shared memory, one a write, with nothing ordering them.",
+    fix=FixAvailability.SOMETIMES)
+MISSING_PROXY_FENCE = _builtin(
+    "CK309", "missing-proxy-fence",
+    "Generic-proxy smem writes are read by TMA or wgmma without fence_proxy_async().",
+    fix=FixAvailability.ALWAYS)
+BARRIER_INIT_NOT_VISIBLE = _builtin(
+    "CK310", "barrier-init-not-visible",
+    "Raw mbarriers are used before fence_barrier_init() and syncthreads() publish them.",
+    fix=FixAvailability.ALWAYS)
+DEADLOCK = _builtin(
+    "CK311", "deadlock",
+    "Every live role waits for another: the kernel hangs.")
+PARITY_DRIFT = _builtin(
+    "CK312", "parity-drift",
+    "A hand-written mbarrier wait parity does not follow the barrier's phases.",
+    fix=FixAvailability.SOMETIMES)
 
 # --- CK4xx: layouts and memory access (cake_core/verify/layout.py) -------------------------
+SWIZZLE_ROW_MISMATCH = _builtin(
+    "CK401", "swizzle-row-mismatch",
+    "A swizzled buffer's rows are not a multiple of the swizzle span.",
+    fix=FixAvailability.SOMETIMES)
+TMA_LAYOUT = _builtin(
+    "CK402", "tma-layout",
+    "The shared-memory side of a TMA copy has a layout or placement TMA cannot encode.",
+    fix=FixAvailability.SOMETIMES)
+MMA_LAYOUT = _builtin(
+    "CK403", "mma-layout",
+    "A wgmma operand's shared-memory layout is not one a wgmma descriptor can describe.",
+    fix=FixAvailability.SOMETIMES)
+BANK_CONFLICT = _builtin(
+    "CK404", "bank-conflict",
+    "A shared-memory access whose lanes collide on banks, costing extra wavefronts.",
+    severity=Severity.WARNING, fix=FixAvailability.SOMETIMES)
+
+
+# --- CK5xx: simulation findings (cake_core/sim/) ------------------------------------------
+SIM_DATA_RACE = _builtin(
+    "CK501", "sim-data-race",
+    "A simulated run made two unordered accesses to the same smem bytes, one a write.")
+SIM_DEADLOCK = _builtin(
+    "CK502", "sim-deadlock",
+    "In a simulated schedule every live role blocked with nothing in flight to wake it.")
+SIM_PARITY_DRIFT = _builtin(
+    "CK503", "sim-parity-drift",
+    "A raw mbarrier wait saw a phase other than the one after the last it waited for.")
+SIM_OUT_OF_BOUNDS = _builtin(
+    "CK504", "sim-out-of-bounds",
+    "A simulated access left its shared-memory buffer or used a negative global tile.")
+SIM_UNINITIALIZED_READ = _builtin(
+    "CK505", "sim-uninitialized-read",
+    "A simulated read of shared-memory bytes that nothing had written.")
+SIM_ASYNC_RESULT_READ = _builtin(
+    "CK506", "sim-async-result-read",
+    "A wgmma accumulator was read before wgmma_wait retired the groups writing it.")
+SIM_WRONG_RESULT = _builtin(
+    "CK507", "sim-wrong-result",
+    "The simulated output differs from the task's reference beyond its tolerance.")
+SIM_BARRIER_MISUSE = _builtin(
+    "CK508", "sim-barrier-misuse",
+    "Extra arrivals, pipeline calls out of order, or transaction bytes left on a barrier.")
+SIM_PENDING_AT_EXIT = _builtin(
+    "CK509", "sim-pending-at-exit",
+    "Copies or wgmma groups were still in flight when every role of the block finished.",
+    severity=Severity.WARNING)
+SIM_UNSUPPORTED = _builtin(
+    "CK510", "sim-unsupported",
+    "A construct the simulator cannot execute; the simulated run stopped short.",
+    severity=Severity.WARNING)
+
 
 # --- CK9xx: faults ---------------------------------------------------------------------
 INTERNAL_ERROR = _builtin("CK901", "internal-error",

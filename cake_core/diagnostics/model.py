@@ -9,12 +9,12 @@ comes from the code's `Rule` metadata in `codes.py`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from enum import Enum
+from enum import StrEnum
 
 from cake_core.syntax.source import Span
 
 
-class Severity(str, Enum):
+class Severity(StrEnum):
     ERROR = "error"
     WARNING = "warning"
     INFO = "info"
@@ -25,7 +25,7 @@ class Severity(str, Enum):
         return {"error": 0, "warning": 1, "info": 2, "hint": 3}[self.value]
 
 
-class Applicability(str, Enum):
+class Applicability(StrEnum):
     """How safe a fix is to apply without looking (ruff's terms).
 
     `safe` keeps the kernel's meaning apart from removing the problem; `unsafe`

@@ -12,6 +12,7 @@ from cake_core.ir.kernel import Value
 from cake_core.ir.symbolic import SymExpr
 from cake_core.ir.types import (
     DTYPE_NAMES,
+    DType,
     DTypeType,
     FragLayout,
     IndexSpaceType,
@@ -22,7 +23,6 @@ from cake_core.ir.types import (
     SmemLayout,
     StrType,
     Type,
-    DType,
 )
 from cake_core.syntax.source import Span
 

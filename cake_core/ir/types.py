@@ -8,12 +8,12 @@ constant while a tensor's extent can stay symbolic (`dim("M")`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
-from cake_core.ir.symbolic import Const, SymExpr
+from cake_core.ir.symbolic import SymExpr
 
 
-class DType(str, Enum):
+class DType(StrEnum):
     F32 = "f32"
     F16 = "f16"
     BF16 = "bf16"
@@ -107,7 +107,7 @@ class SmemLayout:
 ROW_MAJOR = SmemLayout()
 
 
-class FragLayout(str, Enum):
+class FragLayout(StrEnum):
     """Register layouts of fragments; they say which instruction owns the distribution."""
 
     ROWS = "rows"          # generic: each thread holds whole elements, any shape

@@ -17,11 +17,6 @@ def builtin_plugin() -> Plugin:
         mod = importlib.import_module(f"cake_core.verify.{mod_name}")
         rules.append(RuleItem(mod_name, tuple(getattr(mod, "CODES", ())), mod.check,
                               timeout_s=float("inf")))
-    tactics = ()
-    try:
-        tactics = tuple(importlib.import_module("cake_core.tactics.builtin").TACTICS)
-    except ModuleNotFoundError:
-        pass
     return Plugin("cake", __version__, rules=tuple(rules),
-                  primitives=tuple(builtin_registry().all()), tactics=tactics,
+                  primitives=tuple(builtin_registry().all()),
                   description="CAKE's built-in rules, primitives and tactics")

@@ -154,7 +154,7 @@ def run_rule(ps: PluginSet, plugin: Plugin, rule: RuleItem, program: object,
     def target() -> None:
         try:
             box["result"] = rule.check(program, source)  # type: ignore[arg-type]
-        except BaseException as exc:  # noqa: BLE001 - reported as a diagnostic below
+        except BaseException as exc:
             box["error"] = exc
 
     t0 = time.perf_counter()

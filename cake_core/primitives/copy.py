@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cake_core.diagnostics import codes
+from cake_core.diagnostics.model import Applicability, Fix, TextEdit
 from cake_core.hardware import Feature
 from cake_core.ir.typecheck import CallContext, same_shape
 from cake_core.ir.types import (
@@ -21,6 +22,7 @@ from cake_core.ir.types import (
     shape_str,
 )
 from cake_core.primitives.registry import EffectSpec, Primitive, param
+from cake_core.syntax.source import Span
 
 
 def squeeze_leading(shape: Shape) -> Shape:
@@ -119,9 +121,15 @@ def _store_rule(ctx: CallContext) -> Type:
     assert isinstance(dst, SmemType | TileType)
     assert isinstance(src, FragmentType)
     if dst.dtype != src.dtype:
+        at = ctx.at("src")
+        convert = Fix(f"convert with cast(..., {dst.dtype.value})",
+                      (TextEdit(Span(at.start, at.start), "cast("),
+                       TextEdit(Span(at.end, at.end), f", {dst.dtype.value})")),
+                      Applicability.UNSAFE)  # rounds: a numerical decision
         return ctx.error(codes.DTYPE_MISMATCH,
                          f"store writes a {src.dtype.value} fragment into {dst.dtype.value} "
-                         f"memory; convert first: cast(x, {dst.dtype.value})", "src")
+                         f"memory; convert first: cast(x, {dst.dtype.value})", "src",
+                         fixes=[convert])
     if not copy_shapes_match(dst.shape, src.shape):
         return ctx.error(codes.SHAPE_MISMATCH,
                          f"store: fragment {shape_str(src.shape)} does not match the destination "

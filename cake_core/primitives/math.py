@@ -153,7 +153,7 @@ def _row_arg_rule(ctx: CallContext) -> Type:
                       FragmentType(DType.I32, x.shape[:1], FragLayout.ROWS)))
 
 
-def _binary(name: str, doc: str, rule=_binary_rule) -> Primitive:  # noqa: ANN001
+def _binary(name: str, doc: str, rule=_binary_rule) -> Primitive:
     return Primitive(name, "math", (param("a", *_OPERAND), param("b", *_OPERAND)), rule, doc,
                      effects=EffectSpec(reads=("a", "b")))
 

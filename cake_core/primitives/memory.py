@@ -202,7 +202,7 @@ sa = smem(bf16, (STAGES, BM, BK), layout=swizzle(128))
          param("layout", LayoutType, default=None),
          param("fill", ScalarType, IntType, NoneType, default=0)),
         _fragment_rule,
-        """Allocate a register fragment of `dtype` and `shape`, distributed over the executing warps.
+        """Allocate a register fragment of `dtype` and `shape`, spread over the executing warps.
 
 The layout names the instruction that owns the distribution: `wgmma_acc` for a wgmma
 accumulator, `mma_acc` for mma.sync, `rows` for generic element-wise work.  The fragment is

@@ -25,7 +25,7 @@ def _role_check(ctx: CallContext, side: str) -> bool:
     return True
 
 
-def _stage_rule(side: str):  # noqa: ANN202 - returns a type rule
+def _stage_rule(side: str):
     def rule(ctx: CallContext) -> Type:
         if not _role_check(ctx, side):
             from cake_core.ir.types import ErrorType
@@ -38,7 +38,7 @@ def _stage_rule(side: str):  # noqa: ANN202 - returns a type rule
     return rule
 
 
-def _side_rule(side: str):  # noqa: ANN202 - returns a type rule
+def _side_rule(side: str):
     def rule(ctx: CallContext) -> Type:
         if not _role_check(ctx, side):
             from cake_core.ir.types import ErrorType
@@ -133,13 +133,13 @@ bytes.  Must equal exactly the bytes the copies deliver.""",
     ),
     Primitive(
         "syncthreads", "sync", (), _none,
-        """Block-wide barrier (bar.sync 0): every thread of the block, every role, must reach it.""",
+        """Block-wide barrier (bar.sync 0): every thread of the block, in every role, arrives.""",
         effects=EffectSpec(fence="block"),
     ),
     Primitive(
         "barrier_sync", "sync",
         (param("id", IntType, const=True), param("warps", IntType, const=True)), _named_rule,
-        """Named barrier (bar.sync id, warps*32): waits for `warps` warps to arrive on barrier `id`.""",
+        """Named barrier (bar.sync id, warps*32): wait until `warps` warps arrived on `id`.""",
         effects=EffectSpec(fence="named"),
     ),
     Primitive(

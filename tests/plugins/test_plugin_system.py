@@ -30,15 +30,15 @@ OK_RULE = Rule("TP101", "always-note", "A test rule that notes every kernel.",
                severity=Severity.INFO, origin="test-ok")
 
 
-def _note(program, source):  # noqa: ANN001, ANN202
+def _note(program, source):
     return [OK_RULE.at(k.name_span, f"kernel {k.name}") for k in program.kernels]
 
 
-def _boom(program, source):  # noqa: ANN001, ANN202
+def _boom(program, source):
     raise RuntimeError("plugin bug")
 
 
-def _slow(program, source):  # noqa: ANN001, ANN202
+def _slow(program, source):
     time.sleep(0.5)
     return []
 
@@ -96,7 +96,7 @@ def test_primitive_name_clash_disables_the_plugin_not_cake() -> None:
     assert any("already registered" in f.reason for f in ps.failures)
 
 
-def test_config_disables_plugins_and_items(tmp_path) -> None:  # noqa: ANN001
+def test_config_disables_plugins_and_items(tmp_path) -> None:
     (tmp_path / "pyproject.toml").write_text(
         '[tool.cake]\ndisable-plugins = ["test-boom"]\ndisable = ["TP101"]\n')
     cfg = load_config(tmp_path)
@@ -106,7 +106,7 @@ def test_config_disables_plugins_and_items(tmp_path) -> None:  # noqa: ANN001
     assert check_text(KERNEL, "k.cake", plugins=ps).diagnostics == []
 
 
-def test_bad_config_is_reported_not_fatal(tmp_path) -> None:  # noqa: ANN001
+def test_bad_config_is_reported_not_fatal(tmp_path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.cake]\ndisable = "x"\ncolour = 1\n')
     cfg = load_config(tmp_path)
     assert isinstance(cfg, ProjectConfig)

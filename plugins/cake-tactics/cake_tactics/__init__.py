@@ -1,7 +1,6 @@
 """cake-tactics: CAKE's first-party rewrites, shipped as a plugin like any third party's."""
 
 from cake_core.plugins import Plugin
-
 from cake_tactics.tactics import TACTICS
 
 plugin = Plugin(

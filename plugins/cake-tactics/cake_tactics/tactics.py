@@ -31,7 +31,7 @@ PROV = Provenance("hand-written", "2026-11-30", ("examples/gemm_sm90.cake",
 _TILE_NAME = re.compile(r"^(B|W|BLOCK_|TILE_)[A-Z]*$")
 
 
-def _program(kernel: Kernel, source: SourceFile):  # noqa: ANN202 - the Program of the file
+def _program(kernel: Kernel, source: SourceFile):
     from cake_core.check import check_source
 
     res = check_source(source)

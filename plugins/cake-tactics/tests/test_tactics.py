@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cake_tactics import plugin
 
 from cake_core.check import check_text
 from cake_core.diagnostics.model import apply_edits
 from cake_core.plugins import load_plugins
-from cake_tactics import plugin
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples").glob("*.cake"))
@@ -18,7 +18,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.cake"))
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 @pytest.mark.parametrize("tactic", plugin.tactics, ids=lambda t: t.name)
-def test_every_offered_rewrite_verifies(path: Path, tactic) -> None:  # noqa: ANN001
+def test_every_offered_rewrite_verifies(path: Path, tactic) -> None:
     text = path.read_text(encoding="utf-8")
     res = check_text(text, path.name)
     assert res.errors == []
@@ -36,7 +36,7 @@ def test_every_offered_rewrite_verifies(path: Path, tactic) -> None:  # noqa: AN
 
 
 @pytest.mark.parametrize("tactic", plugin.tactics, ids=lambda t: t.name)
-def test_every_tactic_offers_a_rewrite_on_some_example(tactic) -> None:  # noqa: ANN001
+def test_every_tactic_offers_a_rewrite_on_some_example(tactic) -> None:
     offered = []
     for path in EXAMPLES:
         res = check_text(path.read_text(encoding="utf-8"), path.name)
