@@ -63,6 +63,15 @@ def describe(diags: list[Diagnostic]) -> str:
     return "\n".join(f"  {d.code} {where(d)} {d.message}" for d in diags) or "  (none)"
 
 
+def test_expectation_header_forms() -> None:
+    one_line = read_expectation(b"# expect: CK102 13:13-21\nBM = 1\n")
+    assert (one_line.code, one_line.start, one_line.end) == ("CK102", (13, 13), (13, 21))
+    multi = read_expectation(b"# expect: CK002 7:14-9:6\n# also: CK114 CK301\n")
+    assert (multi.start, multi.end, multi.also) == ((7, 14), (9, 6), {"CK114", "CK301"})
+    with pytest.raises(AssertionError):
+        read_expectation(b"# expects CK102 13:13\n")
+
+
 def test_corpus_is_large_enough() -> None:
     assert len(FILES) >= 20
     codes = {read_expectation(f.read_bytes()).code for f in FILES}

@@ -393,6 +393,10 @@ class KernelBuilder:
             if s.value is not None:
                 self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
                     s.span, "kernels return nothing: write results with store() or tma_store()"))
+            elif s is not self.fn.body[-1]:  # a bare `return` that would end the kernel early
+                self.diags.append(codes.UNSUPPORTED_SYNTAX.at(
+                    s.span, "a kernel has no early exit: every role runs to its end so that "
+                    "pipelines stay balanced; guard the remaining work with an `if` instead"))
         else:
             self.diags.append(codes.UNSUPPORTED_SYNTAX.at(
                 s.span, f"`{type(s).__name__}` is not allowed inside a kernel"))
@@ -570,6 +574,7 @@ class KernelBuilder:
                 v.span, f"`{name}` is {old.type.describe()} before the loop but "
                 f"{v.type.describe()} here; a loop-carried fragment keeps its type",
                 related=[Related(old.span, "first defined here")]))
+            self.scope[name] = Value(name, ErrorType(), v.span)  # its later uses stay quiet
             return
         if old is None and self.loop_defs:
             self.loop_defs[-1].add(name)

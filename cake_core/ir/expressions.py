@@ -7,13 +7,14 @@ one concern.
 
 from __future__ import annotations
 
+import builtins
 import difflib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cake_core.diagnostics import codes
-from cake_core.diagnostics.model import Applicability, Fix, Related, TextEdit
+from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related, TextEdit
 from cake_core.ir import symbolic as S
 from cake_core.ir.calls import Argument, bind, check_kinds, has_error
 from cake_core.ir.kernel import Op, Value
@@ -41,7 +42,6 @@ from cake_core.ir.types import (
     SmemLayout,
     SmemType,
     StageType,
-    StrType,
     TensorType,
     TileType,
     TupleType,
@@ -92,6 +92,7 @@ class Evaluator:
         self.diags = pb.diags
         self._tmp = 0
         self._stage_mismatches: set[tuple[str, str]] = set()
+        self._arch_reported: dict[str, Diagnostic] = {}  # primitive -> its CK108
 
     # -- names --------------------------------------------------------------------------
     def lookup(self, name: str, span: Span) -> Value:
@@ -446,7 +447,7 @@ class Evaluator:
         if isinstance(e.func, ast.Name):
             name = e.func.id
             special = getattr(self, f"_form_{name}", None)
-            shadowed = self.k is not None and name in self.k.scope or name in self.pb.globals
+            shadowed = (self.k is not None and name in self.k.scope) or name in self.pb.globals
             if special is not None and not shadowed:
                 return special(e)
             prim = self.pb.registry.function(name)
@@ -489,8 +490,7 @@ class Evaluator:
         fixes = [Fix(f"call `{hit}`", (TextEdit(e.func.span, hit),), Applicability.UNSAFE)] \
             if hit else []
         notes = []
-        if name in ("print", "len", "int", "float", "abs", "sum", "list", "tuple", "zip",
-                    "enumerate", "open", "eval", "exec", "getattr"):
+        if name in _PYTHON_BUILTINS:
             notes.append("CAKE IR is not executed as Python: only CAKE primitives can be called")
         self.diags.append(codes.UNKNOWN_PRIMITIVE.at(
             e.func.span, f"`{name}` is not a CAKE primitive"
@@ -509,26 +509,40 @@ class Evaluator:
     def apply(self, prim_or_name: object, args: list[Argument], kws: dict, span: Span,
               targets: tuple[str, ...] = ()) -> Value:
         """Bind, type-check and emit one primitive application; return its result."""
-        assert self.k is not None and self.k.arch is not None
+        if self.k is None or self.k.arch is None:  # e.g. `grid=(div(M, BM),)` in @kernel(...)
+            self.diags.append(codes.INVALID_TOPLEVEL.at(
+                span, "this runs on the device: it cannot appear in @kernel(...) or at the "
+                "top level"))
+            return _error(span)
         from cake_core.primitives.registry import Primitive
 
         prim = prim_or_name if isinstance(prim_or_name, Primitive) else \
             self.pb.registry.function(str(prim_or_name))
         assert prim is not None
+        # first: on an arch without the primitive, how it was called does not matter
+        missing = [f.value for f in prim.requires if not self.k.arch.has(f)]
+        if missing:
+            k = self.k.kernel
+            first = self._arch_reported.get(prim.key)
+            at = next((i for i, d in enumerate(self.diags) if d is first), None)
+            if first is not None and at is not None:
+                # one finding per primitive; its later uses become related ranges
+                self.diags[at] = self._arch_reported[prim.key] = replace(first, related=(
+                    *first.related, Related(span, f"`{prim.name}` is also used here")))
+                return _error(span)
+            diag = codes.ARCH_UNSUPPORTED.at(
+                span, f"`{prim.name}` needs {', '.join(missing)}, which {self.k.arch.name} "
+                "does not have", notes=[_arch_hint(prim.name, self.k.arch.name)],
+                related=[] if k is None or k.arch_span is None else
+                [Related(k.arch_span, "target arch set here")])
+            self._arch_reported[prim.key] = diag
+            self.diags.append(diag)
+            return _error(span)
         bound = bind(prim, args, kws, span, self.diags)
         if bound is None:
             return _error(span)
         values, spans = bound
         if has_error(values) or not check_kinds(prim, values, spans, self.diags):
-            return _error(span)
-        missing = [f.value for f in prim.requires if not self.k.arch.has(f)]
-        if missing:
-            k = self.k.kernel
-            self.diags.append(codes.ARCH_UNSUPPORTED.at(
-                span, f"`{prim.name}` needs {', '.join(missing)}, which {self.k.arch.name} "
-                "does not have", notes=[_arch_hint(prim.name, self.k.arch.name)],
-                related=[] if k is None or k.arch_span is None else
-                [Related(k.arch_span, "target arch set here")]))
             return _error(span)
         ctx = CallContext(prim, values, spans, span, self.k.arch, self.k,
                           self.k.role.name if self.k.role else None, targets)
@@ -539,8 +553,8 @@ class Evaluator:
                 span, f"type rule of `{prim.key}` failed: {type(exc).__name__}: {exc}"))
             return _error(span)
         self.diags.extend(ctx.diagnostics)
-        if isinstance(result, ErrorType) or ctx.failed and not any(
-                d.severity.value == "warning" for d in ctx.diagnostics):
+        if isinstance(result, ErrorType) or (ctx.failed and not any(
+                d.severity.value == "warning" for d in ctx.diagnostics)):
             return _error(span)
         for v in values.values():
             self.k.note_use(v)
@@ -594,7 +608,7 @@ class Evaluator:
     def _form_max(self, e: ast.Call) -> Value:
         return self._minmax(e, S.smax, "maximum")
 
-    def _minmax(self, e: ast.Call, fn, frag_name: str) -> Value:  # noqa: ANN001
+    def _minmax(self, e: ast.Call, fn, frag_name: str) -> Value:
         vals = [self.expr(a) for a in e.args]
         if any(isinstance(v.type, FragmentType) for v in vals):
             self.diags.append(codes.UNKNOWN_PRIMITIVE.at(
@@ -740,7 +754,7 @@ class Evaluator:
             e.span, "kernel(...) is a decorator: `@kernel(arch=..., grid=..., warps=...)`"))
         return _error(e.span)
 
-    def _form_Tensor(self, e: ast.Call) -> Value:  # noqa: N802 - named after the form
+    def _form_Tensor(self, e: ast.Call) -> Value:
         self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
             e.span, "Tensor[...] is a parameter annotation, not a call"))
         return _error(e.span)
@@ -749,6 +763,9 @@ class Evaluator:
 #: Python functions people reach for, and the CAKE primitive that does that job
 #: (a closer answer than the nearest spelling: `sum` is not `sub`).
 _PYTHON_EQUIVALENTS = {"sum": "row_sum", "argmin": "row_argmin", "argmax": "row_argmax"}
+#: Python's built-in functions (print, len, eval, exec, __import__, ...): calling one
+#: means the text was written as a Python program, which is worth saying.
+_PYTHON_BUILTINS = frozenset(n for n, v in vars(builtins).items() if callable(v))
 
 
 def _names_in(t: ast.Expr) -> list[str]:
