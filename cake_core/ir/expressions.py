@@ -10,13 +10,14 @@ from __future__ import annotations
 import builtins
 import difflib
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related, TextEdit
 from cake_core.ir import symbolic as S
 from cake_core.ir.calls import Argument, bind, check_kinds, has_error
+from cake_core.ir.forms import BuilderForms
 from cake_core.ir.kernel import Op, Value
 from cake_core.ir.scope import (
     INDEX_SPACES,
@@ -34,17 +35,20 @@ from cake_core.ir.types import (
     FragmentType,
     IndexSpaceType,
     IntType,
-    LayoutType,
     NoneType,
-    RangeType,
-    RoleType,
     ScalarType,
-    SmemLayout,
     SmemType,
     StageType,
     TensorType,
     TileType,
     TupleType,
+)
+from cake_core.ir.values import (
+    Predicate,
+    ViewOrigin,
+    constant_truth,
+    error_value,
+    sym_of,
 )
 from cake_core.primitives.math import OPERATORS
 from cake_core.syntax import ast
@@ -57,35 +61,7 @@ _BOOL = ScalarType(DType.BOOL)
 _INT_OPS = {"+": S.add, "-": S.sub, "*": S.mul, "//": S.floordiv, "%": S.mod}
 
 
-@dataclass(frozen=True, slots=True)
-class ViewOrigin:
-    """How a smem view was made: `base[index...]` — the verifier reads stages from it."""
-
-    base: Value
-    index: tuple[Value, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Predicate:
-    """A runtime condition on ints (`k + 1 < ktiles`), kept symbolically for analyses."""
-
-    op: str
-    operands: tuple[object, ...]
-
-
-def constant_truth(v: Value) -> bool | None:
-    if isinstance(v.type, IntType) and v.sym is not None and v.sym.const is not None:
-        return bool(v.sym.const)
-    if isinstance(v.type, ScalarType) and isinstance(v.const, bool):
-        return v.const
-    return None
-
-
-def _error(span: Span) -> Value:
-    return Value("<error>", ErrorType(), span)
-
-
-class Evaluator:
+class Evaluator(BuilderForms):
     def __init__(self, pb: ProgramBuilder, kernel: KernelBuilder | None) -> None:
         self.pb = pb
         self.k = kernel
@@ -115,13 +91,13 @@ class Evaluator:
         self.diags.append(codes.UNKNOWN_NAME.at(
             span, f"`{name}` is not defined" + (f"; did you mean `{hit[0]}`?" if hit else ""),
             fixes=fixes))
-        return _error(span)
+        return error_value(span)
 
     def bind(self, target: ast.Expr, value: Value, *, scope: dict[str, Value],
              stmt: ast.Stmt | None = None) -> None:
         if isinstance(value.type, ErrorType):
             for name in _names_in(target):
-                self._set(name, _error(target.span), scope, stmt)
+                self._set(name, error_value(target.span), scope, stmt)
             return
         if isinstance(target, ast.Name):
             v = value
@@ -138,7 +114,7 @@ class Evaluator:
                     target.span, f"cannot unpack {n} value{'s' if n != 1 else ''} into "
                     f"{len(target.elts)} names"))
                 for name in _names_in(target):  # bound, so their uses stay quiet
-                    self._set(name, _error(target.span), scope, stmt)
+                    self._set(name, error_value(target.span), scope, stmt)
                 return
             for t, e in zip(target.elts, elts, strict=True):
                 self.bind(t, e, scope=scope, stmt=stmt)
@@ -184,7 +160,7 @@ class Evaluator:
                     self.diags.append(codes.NOT_CONSTANT.at(
                         e.test.span, "a conditional expression needs a compile-time condition; "
                         "use where() on fragments"))
-                return _error(e.span)
+                return error_value(e.span)
             return self.expr(e.body if truth else e.orelse)
         if isinstance(e, ast.Attribute):
             return self._attribute(e)
@@ -193,7 +169,7 @@ class Evaluator:
         if isinstance(e, ast.Call):
             return self._call(e, targets)
         self.diags.append(codes.UNSUPPORTED_SYNTAX.at(e.span, "this expression is not supported"))
-        return _error(e.span)
+        return error_value(e.span)
 
     def _constant(self, e: ast.Constant) -> Value:
         c = e.value
@@ -210,23 +186,23 @@ class Evaluator:
     def binop(self, op: str, left: ast.Expr, right: ast.Expr, span: Span) -> Value:
         a, b = self.expr(left), self.expr(right)
         if isinstance(a.type, ErrorType) or isinstance(b.type, ErrorType):
-            return _error(span)
+            return error_value(span)
         ints = isinstance(a.type, IntType | StageType) and isinstance(b.type, IntType | StageType)
         if ints:
-            sa, sb = _sym(a), _sym(b)
+            sa, sb = sym_of(a), sym_of(b)
             if op in _INT_OPS:
                 try:
                     return int_value(_INT_OPS[op](sa, sb), span)
                 except ZeroDivisionError:
                     self.diags.append(codes.DIVISION_BY_ZERO.at(span, "division by zero"))
-                    return _error(span)
+                    return error_value(span)
             if op == "**" and sa.const is not None and sb.const is not None and sb.const >= 0:
                 return int_value(S.Const(sa.const ** sb.const), span)
             if op == "/":
                 fix = self._op_fix(left, right, "/", "//")
                 self.diags.append(codes.TYPE_MISMATCH.at(
                     span, "`/` on ints: integer division is `//`", fixes=fix))
-                return _error(span)
+                return error_value(span)
             if op in ("<<", ">>", "&", "|", "^") and sa.const is not None and sb.const is not None:
                 x, y = sa.const, sb.const
                 val = {"<<": x << y, ">>": x >> y, "&": x & y, "|": x | y, "^": x ^ y}[op]
@@ -239,7 +215,7 @@ class Evaluator:
         if prim_name is None or self.k is None:
             self.diags.append(codes.TYPE_MISMATCH.at(
                 span, f"`{op}` is not defined for {a.type.describe()} and {b.type.describe()}"))
-            return _error(span)
+            return error_value(span)
         return self.apply(prim_name, [Argument(a, left.span), Argument(b, right.span)], {}, span)
 
     def _op_fix(self, left: ast.Expr, right: ast.Expr, old: str, new: str) -> list[Fix]:
@@ -255,7 +231,7 @@ class Evaluator:
     def _unary(self, e: ast.UnaryOp) -> Value:
         v = self.expr(e.operand)
         if isinstance(v.type, ErrorType):
-            return _error(e.span)
+            return error_value(e.span)
         if e.op == "not":
             t = constant_truth(v)
             if t is not None:
@@ -274,17 +250,17 @@ class Evaluator:
             return self.apply("neg", [Argument(v, e.operand.span)], {}, e.span)
         self.diags.append(codes.TYPE_MISMATCH.at(
             e.span, f"`{e.op}` is not defined for {v.type.describe()}"))
-        return _error(e.span)
+        return error_value(e.span)
 
     def _compare(self, e: ast.Compare) -> Value:
         vals = [self.expr(x) for x in e.operands]
         if any(isinstance(v.type, ErrorType) for v in vals):
-            return _error(e.span)
+            return error_value(e.span)
         if any(isinstance(v.type, FragmentType) for v in vals):
             if len(e.ops) != 1:
                 self.diags.append(codes.TYPE_MISMATCH.at(
                     e.span, "chained comparisons are not defined on fragments"))
-                return _error(e.span)
+                return error_value(e.span)
             return self.apply(OPERATORS[e.ops[0]], [Argument(vals[0], e.operands[0].span),
                                                     Argument(vals[1], e.operands[1].span)], {},
                               e.span)
@@ -298,14 +274,14 @@ class Evaluator:
             if not isinstance(v.type, IntType | StageType | ScalarType):
                 self.diags.append(codes.TYPE_MISMATCH.at(
                     x.span, f"cannot compare {v.type.describe()}"))
-                return _error(e.span)
+                return error_value(e.span)
         return Value("cond", _BOOL, e.span,
                      const=Predicate("compare", (e.ops, tuple(_sym_or(v) for v in vals))))
 
     def _boolop(self, e: ast.BoolOp) -> Value:
         vals = [self.expr(x) for x in e.values]
         if any(isinstance(v.type, ErrorType) for v in vals):
-            return _error(e.span)
+            return error_value(e.span)
         truths = [constant_truth(v) for v in vals]
         if all(t is not None for t in truths):
             val = all(truths) if e.op == "and" else any(truths)
@@ -317,7 +293,7 @@ class Evaluator:
         base = self.expr(e.value)
         t = base.type
         if isinstance(t, ErrorType):
-            return _error(e.span)
+            return error_value(e.span)
         if isinstance(t, IndexSpaceType):
             if e.attr not in t.attrs:
                 return self._no_attr(e, base, list(t.attrs))
@@ -325,7 +301,7 @@ class Evaluator:
         if isinstance(t, SmemType) and e.attr == "T":
             if len(t.shape) < 2:
                 self.diags.append(codes.SHAPE_MISMATCH.at(e.span, "`.T` needs a 2-D view"))
-                return _error(e.span)
+                return error_value(e.span)
             shape = (*t.shape[:-2], t.shape[-1], t.shape[-2])
             nt = SmemType(t.dtype, shape, t.layout, t.buffer, t.buffer_shape, not t.transposed)
             return Value(f"{base.name}.T", nt, e.span, const=base.const)
@@ -352,7 +328,7 @@ class Evaluator:
         elif options:
             msg += f" (it has: {', '.join(sorted(set(options)))})"
         self.diags.append(codes.UNKNOWN_NAME.at(e.attr_span, msg, fixes=fixes))
-        return _error(e.span)
+        return error_value(e.span)
 
     def _index_var(self, space: str, attr: str) -> S.SymExpr:
         hi: S.SymExpr | None = None
@@ -376,28 +352,28 @@ class Evaluator:
     def _subscript(self, e: ast.Subscript) -> Value:
         base = self.expr(e.value)
         if isinstance(base.type, ErrorType):
-            return _error(e.span)
+            return error_value(e.span)
         raw = e.index.elts if isinstance(e.index, ast.Tuple) else (e.index,)
         if any(isinstance(x, ast.Slice) for x in raw):
             self.diags.append(codes.BAD_INDEX.at(
                 e.index.span, "slices are not supported; take sub-tiles with "
                 ".tile(shape, coords)"))
-            return _error(e.span)
+            return error_value(e.span)
         idx = [self.expr(x) for x in raw]
         if any(isinstance(v.type, ErrorType) for v in idx):
-            return _error(e.span)
+            return error_value(e.span)
         t = base.type
         if isinstance(t, SmemType):
             if len(idx) >= len(t.shape):
                 self.diags.append(codes.BAD_INDEX.at(
                     e.index.span, f"{len(idx)} indices into a rank-{len(t.shape)} buffer leave "
                     "no tile; index only the leading (stage) dimensions"))
-                return _error(e.span)
+                return error_value(e.span)
             for v, x, extent in zip(idx, raw, t.shape, strict=False):
                 if not isinstance(v.type, IntType | StageType):
                     self.diags.append(codes.TYPE_MISMATCH.at(
                         x.span, f"buffer indices are ints, not {v.type.describe()}"))
-                    return _error(e.span)
+                    return error_value(e.span)
                 if isinstance(v.type, StageType) and extent.const is not None and \
                         v.type.stages != extent.const:
                     pair = (t.buffer, v.type.pipeline)
@@ -406,12 +382,12 @@ class Evaluator:
                         self.diags.append(codes.BAD_INDEX.at(
                             x.span, f"stage of a {v.type.stages}-stage pipeline indexes "
                             f"`{t.buffer}`, which has {extent.const} stages"))
-                    return _error(e.span)
-                c, ext = _sym(v).const, extent.const
+                    return error_value(e.span)
+                c, ext = sym_of(v).const, extent.const
                 if c is not None and ext is not None and not 0 <= c < ext:
                     self.diags.append(codes.BAD_INDEX.at(
                         x.span, f"index {c} is out of range for extent {ext}"))
-                    return _error(e.span)
+                    return error_value(e.span)
             nt = SmemType(t.dtype, t.shape[len(idx):], t.layout, t.buffer, t.buffer_shape,
                           t.transposed)
             return Value(f"{base.name}[...]", nt, e.span, const=ViewOrigin(base, tuple(idx)))
@@ -419,28 +395,28 @@ class Evaluator:
             if len(idx) != 1 or not isinstance(idx[0].type, IntType | StageType):
                 self.diags.append(codes.BAD_INDEX.at(e.index.span, "index an mbarrier array with "
                                                      "one int"))
-                return _error(e.span)
-            c = _sym(idx[0]).const
+                return error_value(e.span)
+            c = sym_of(idx[0]).const
             if c is not None and not 0 <= c < t.n:
                 self.diags.append(codes.BAD_INDEX.at(
                     e.index.span, f"mbarrier index {c} is out of range (it holds {t.n})"))
-                return _error(e.span)
+                return error_value(e.span)
             return Value(f"{base.name}[...]", BarrierType(t.name, t.count, t.n, True), e.span,
                          const=ViewOrigin(base, tuple(idx)))
         if isinstance(t, TupleType) and isinstance(base.const, tuple):
-            c = _sym(idx[0]).const if len(idx) == 1 and idx[0].sym is not None else None
+            c = sym_of(idx[0]).const if len(idx) == 1 and idx[0].sym is not None else None
             if c is None or not -len(base.const) <= c < len(base.const):
                 self.diags.append(codes.BAD_INDEX.at(e.index.span, "tuple index must be a "
                                                      "constant within range"))
-                return _error(e.span)
+                return error_value(e.span)
             return base.const[c]
         if isinstance(t, TensorType):
             self.diags.append(codes.BAD_INDEX.at(
                 e.span, f"global tensors are accessed by tiles: "
                 f"`{base.name}.tile(shape, coords)`, e.g. `A.tile((BM, BK), (block.x, k))`"))
-            return _error(e.span)
+            return error_value(e.span)
         self.diags.append(codes.BAD_INDEX.at(e.span, f"{t.describe()} cannot be indexed"))
-        return _error(e.span)
+        return error_value(e.span)
 
     # -- calls -------------------------------------------------------------------------------
     def _call(self, e: ast.Call, targets: tuple[str, ...]) -> Value:
@@ -455,33 +431,33 @@ class Evaluator:
                 if shadowed:
                     self.diags.append(codes.TYPE_MISMATCH.at(
                         e.func.span, f"`{name}` is a value, not a primitive: it cannot be called"))
-                    return _error(e.span)
+                    return error_value(e.span)
                 return self._unknown_call(e, name)
             if self.k is None:
                 self.diags.append(codes.INVALID_TOPLEVEL.at(
                     e.span, f"`{name}(...)` runs on the device: call it inside a @kernel"))
-                return _error(e.span)
+                return error_value(e.span)
             args, kws = self._args(e)
             if args is None:
-                return _error(e.span)
+                return error_value(e.span)
             return self.apply(name, args, kws, e.span, targets)
         if isinstance(e.func, ast.Attribute):
             recv = self.expr(e.func.value)
             if isinstance(recv.type, ErrorType):
-                return _error(e.span)
+                return error_value(e.span)
             prim = self.pb.registry.method(recv.type, e.func.attr)
             if prim is None:
                 return self._attribute(e.func)  # reports the unknown attribute
             if self.k is None:
                 self.diags.append(codes.INVALID_TOPLEVEL.at(e.span, "methods run inside a @kernel"))
-                return _error(e.span)
+                return error_value(e.span)
             args, kws = self._args(e)
             if args is None:
-                return _error(e.span)
+                return error_value(e.span)
             args = [Argument(recv, e.func.value.span), *args]
             return self.apply(prim, args, kws, e.span, targets)
         self.diags.append(codes.UNKNOWN_PRIMITIVE.at(e.func.span, "only primitives can be called"))
-        return _error(e.span)
+        return error_value(e.span)
 
     def _unknown_call(self, e: ast.Call, name: str) -> Value:
         reg = self.pb.registry
@@ -497,7 +473,7 @@ class Evaluator:
             + (f"; did you mean `{hit}`?" if hit else ""), fixes=fixes, notes=notes))
         for a in (*e.args, *(kw.value for kw in e.keywords)):
             self.expr(a)  # still resolve names inside, so typos there are found too
-        return _error(e.span)
+        return error_value(e.span)
 
     def _args(self, e: ast.Call) -> tuple[list[Argument] | None, dict]:
         args = [Argument(self.expr(a), a.span) for a in e.args]
@@ -513,7 +489,7 @@ class Evaluator:
             self.diags.append(codes.INVALID_TOPLEVEL.at(
                 span, "this runs on the device: it cannot appear in @kernel(...) or at the "
                 "top level"))
-            return _error(span)
+            return error_value(span)
         from cake_core.primitives.registry import Primitive
 
         prim = prim_or_name if isinstance(prim_or_name, Primitive) else \
@@ -529,7 +505,7 @@ class Evaluator:
                 # one finding per primitive; its later uses become related ranges
                 self.diags[at] = self._arch_reported[prim.key] = replace(first, related=(
                     *first.related, Related(span, f"`{prim.name}` is also used here")))
-                return _error(span)
+                return error_value(span)
             diag = codes.ARCH_UNSUPPORTED.at(
                 span, f"`{prim.name}` needs {', '.join(missing)}, which {self.k.arch.name} "
                 "does not have", notes=[_arch_hint(prim.name, self.k.arch.name)],
@@ -537,13 +513,13 @@ class Evaluator:
                 [Related(k.arch_span, "target arch set here")])
             self._arch_reported[prim.key] = diag
             self.diags.append(diag)
-            return _error(span)
+            return error_value(span)
         bound = bind(prim, args, kws, span, self.diags)
         if bound is None:
-            return _error(span)
+            return error_value(span)
         values, spans = bound
         if has_error(values) or not check_kinds(prim, values, spans, self.diags):
-            return _error(span)
+            return error_value(span)
         ctx = CallContext(prim, values, spans, span, self.k.arch, self.k,
                           self.k.role.name if self.k.role else None, targets)
         try:
@@ -551,11 +527,11 @@ class Evaluator:
         except Exception as exc:  # a faulty type rule must not take the compiler down
             self.diags.append(codes.INTERNAL_ERROR.at(
                 span, f"type rule of `{prim.key}` failed: {type(exc).__name__}: {exc}"))
-            return _error(span)
+            return error_value(span)
         self.diags.extend(ctx.diagnostics)
         if isinstance(result, ErrorType) or (ctx.failed and not any(
                 d.severity.value == "warning" for d in ctx.diagnostics)):
-            return _error(span)
+            return error_value(span)
         for v in values.values():
             self.k.note_use(v)
         if isinstance(result, TupleType):
@@ -577,188 +553,6 @@ class Evaluator:
         self._tmp += 1
         return f"_t{self._tmp}"
 
-    # -- builder forms ------------------------------------------------------------------------
-    def _int_args(self, e: ast.Call, lo: int, hi: int, what: str) -> list[Value] | None:
-        if e.keywords or not lo <= len(e.args) <= hi:
-            self.diags.append(codes.BAD_ARGUMENTS.at(e.span, f"{what}"))
-            return None
-        vals = [self.expr(a) for a in e.args]
-        if any(isinstance(v.type, ErrorType) for v in vals):
-            return None
-        for v, a in zip(vals, e.args, strict=True):
-            if not isinstance(v.type, IntType | StageType):
-                self.diags.append(codes.TYPE_MISMATCH.at(
-                    a.span, f"expected an int, got {v.type.describe()}"))
-                return None
-        return vals
-
-    def _form_cdiv(self, e: ast.Call) -> Value:
-        vals = self._int_args(e, 2, 2, "cdiv(a, b) takes two ints")
-        if vals is None:
-            return _error(e.span)
-        try:
-            return int_value(S.cdiv(_sym(vals[0]), _sym(vals[1])), e.span)
-        except ZeroDivisionError:
-            self.diags.append(codes.DIVISION_BY_ZERO.at(e.span, "cdiv by zero"))
-            return _error(e.span)
-
-    def _form_min(self, e: ast.Call) -> Value:
-        return self._minmax(e, S.smin, "minimum")
-
-    def _form_max(self, e: ast.Call) -> Value:
-        return self._minmax(e, S.smax, "maximum")
-
-    def _minmax(self, e: ast.Call, fn, frag_name: str) -> Value:
-        vals = [self.expr(a) for a in e.args]
-        if any(isinstance(v.type, FragmentType) for v in vals):
-            self.diags.append(codes.UNKNOWN_PRIMITIVE.at(
-                e.func.span, f"min/max fold ints; element-wise on fragments use {frag_name}()",
-                fixes=[Fix(f"use {frag_name}()", (TextEdit(e.func.span, frag_name),))]))
-            return _error(e.span)
-        ints = self._int_args(e, 2, 8, "min/max take two or more ints")
-        if ints is None:
-            return _error(e.span)
-        acc = _sym(ints[0])
-        for v in ints[1:]:
-            acc = fn(acc, _sym(v))
-        return int_value(acc, e.span)
-
-    def _form_range(self, e: ast.Call) -> Value:
-        vals = self._int_args(e, 1, 3, "range(stop), range(start, stop) or "
-                                       "range(start, stop, step)")
-        if vals is None:
-            return _error(e.span)
-        syms = [_sym(v) for v in vals]
-        start, stop, step = (S.Const(0), syms[0], S.Const(1)) if len(syms) == 1 else \
-            (syms[0], syms[1], syms[2] if len(syms) == 3 else S.Const(1))
-        if step.const is None or step.const <= 0:
-            self.diags.append(codes.NOT_CONSTANT.at(
-                e.span, "a range step must be a positive constant"))
-            return _error(e.span)
-        return Value("range", RangeType(), e.span, const=(start, stop, step))
-
-    def _form_dim(self, e: ast.Call) -> Value:
-        if self.k is not None:
-            self.diags.append(codes.INVALID_TOPLEVEL.at(
-                e.span, "declare dims at the top level: `M = dim(\"M\")`"))
-            return _error(e.span)
-        if len(e.args) != 1:
-            self.diags.append(codes.BAD_ARGUMENTS.at(e.span, 'dim takes a name: dim("M")'))
-            return _error(e.span)
-        name = self.expr(e.args[0])
-        if not isinstance(name.const, str) or not name.const.isidentifier():
-            self.diags.append(codes.TYPE_MISMATCH.at(
-                e.args[0].span, "a dim's name is an identifier string, e.g. dim(\"M\")"))
-            return _error(e.span)
-        multiple, maxv = 1, None
-        for kw in e.keywords:
-            v = self.expr(kw.value)
-            c = v.sym.const if v.sym is not None else None
-            if kw.name not in ("multiple_of", "max"):
-                self.diags.append(codes.BAD_ARGUMENTS.at(
-                    kw.name_span, f"dim has no parameter `{kw.name}` (multiple_of=, max=)"))
-                return _error(e.span)
-            if c is None or c < 1:
-                self.diags.append(codes.NOT_CONSTANT.at(
-                    kw.value.span, f"`{kw.name}` must be a positive constant"))
-                return _error(e.span)
-            if kw.name == "multiple_of":
-                multiple = c
-            else:
-                maxv = c
-        return int_value(S.Dim(name.const, multiple, maxv), e.span, name.const)
-
-    def _form_swizzle(self, e: ast.Call) -> Value:
-        if len(e.args) != 1:
-            self.diags.append(codes.BAD_ARGUMENTS.at(e.span, "swizzle takes the span in bytes: "
-                                                     "swizzle(128)"))
-            return _error(e.span)
-        v = self.expr(e.args[0])
-        c = v.sym.const if v.sym is not None else None
-        if c not in (32, 64, 128):
-            hit = min((32, 64, 128), key=lambda x: abs(x - (c or 0)))
-            self.diags.append(codes.BAD_ARGUMENTS.at(
-                e.args[0].span, f"swizzle spans are 32, 64 or 128 bytes, not {c}",
-                fixes=[Fix(f"use swizzle({hit})", (TextEdit(e.args[0].span, str(hit)),),
-                           Applicability.UNSAFE)]))
-            return _error(e.span)
-        order = "row"
-        for kw in e.keywords:
-            ov = self.expr(kw.value)
-            if kw.name != "order" or ov.const not in ("row", "col"):
-                self.diags.append(codes.BAD_ARGUMENTS.at(
-                    kw.span, 'swizzle takes order="row" or order="col"'))
-                return _error(e.span)
-            order = str(ov.const)
-        return Value(f"swizzle({c})", LayoutType(), e.span, const=SmemLayout(order, c))
-
-    def _form_padded(self, e: ast.Call) -> Value:
-        v = self.expr(e.args[0]) if len(e.args) == 1 else None
-        c = v.sym.const if v is not None and v.sym is not None else None
-        if c is None or c <= 0:
-            self.diags.append(codes.BAD_ARGUMENTS.at(
-                e.span, "padded(n) takes a positive constant number of elements per row"))
-            return _error(e.span)
-        return Value(f"padded({c})", LayoutType(), e.span, const=SmemLayout("row", 0, c))
-
-    def _form_role(self, e: ast.Call) -> Value:
-        if self.k is None:
-            self.diags.append(codes.INVALID_TOPLEVEL.at(e.span, "roles are declared in kernels"))
-            return _error(e.span)
-        name_v = self.expr(e.args[0]) if e.args else None
-        if name_v is None or not isinstance(name_v.const, str) or len(e.args) > 1:
-            self.diags.append(codes.BAD_ROLE.at(
-                e.span, 'a role has a name and warps: role("load", warps=range(0, 4))'))
-            return _error(e.span)
-        warps = None
-        regs = None
-        for kw in e.keywords:
-            if kw.name == "warps":
-                warps = self.expr(kw.value)
-                wspan = kw.value.span
-            elif kw.name == "regs":
-                rv = self.expr(kw.value)
-                regs = rv.sym.const if rv.sym is not None else None
-                if regs is None:
-                    self.diags.append(codes.NOT_CONSTANT.at(
-                        kw.value.span, "`regs` must be a constant register count"))
-                    return _error(e.span)
-            else:
-                hit = difflib.get_close_matches(kw.name, ["warps", "regs"], 1)
-                self.diags.append(codes.BAD_ARGUMENTS.at(
-                    kw.name_span, f"role has no parameter `{kw.name}`"
-                    + (f"; did you mean `{hit[0]}`?" if hit else ""),
-                    fixes=[Fix(f"rename to `{hit[0]}`", (TextEdit(kw.name_span, hit[0]),))]
-                    if hit else []))
-                return _error(e.span)
-        if warps is None:
-            self.diags.append(codes.BAD_ROLE.at(
-                e.span, "a role needs warps=range(first, last + 1)"))
-            return _error(e.span)
-        if isinstance(warps.type, ErrorType):
-            return _error(e.span)
-        if not isinstance(warps.type, RangeType):
-            self.diags.append(codes.BAD_ROLE.at(wspan, "warps=range(first, stop)"))
-            return _error(e.span)
-        start, stop, step = warps.const  # type: ignore[misc]
-        if start.const is None or stop.const is None or step.const != 1 or \
-                start.const >= stop.const or start.const < 0:
-            self.diags.append(codes.BAD_ROLE.at(
-                wspan, "a role's warps are a constant, non-empty, contiguous range"))
-            return _error(e.span)
-        return Value(name_v.const, RoleType(name_v.const), e.span,
-                     const=(name_v.const, start.const, stop.const, regs))
-
-    def _form_kernel(self, e: ast.Call) -> Value:
-        self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
-            e.span, "kernel(...) is a decorator: `@kernel(arch=..., grid=..., warps=...)`"))
-        return _error(e.span)
-
-    def _form_Tensor(self, e: ast.Call) -> Value:
-        self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
-            e.span, "Tensor[...] is a parameter annotation, not a call"))
-        return _error(e.span)
-
 
 #: Python functions people reach for, and the CAKE primitive that does that job
 #: (a closer answer than the nearest spelling: `sum` is not `sub`).
@@ -774,14 +568,6 @@ def _names_in(t: ast.Expr) -> list[str]:
     if isinstance(t, ast.Tuple):
         return [n for x in t.elts for n in _names_in(x)]
     return []
-
-
-def _sym(v: Value) -> S.SymExpr:
-    if v.sym is not None:
-        return v.sym
-    if isinstance(v.type, StageType):
-        return S.Var(v.name, S.Const(0), S.Const(v.type.stages))
-    return S.Var(v.name)
 
 
 def _sym_or(v: Value) -> object:
