@@ -16,6 +16,7 @@ Prints tables and writes bench/results/cost_bench.json.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import statistics
@@ -74,10 +75,15 @@ def latency_rows(repeat: int) -> list[dict[str, object]]:
             g = gpu if k.arch == "sm_90a" else None
             times = []
             pred = None
-            for _ in range(repeat):
-                t0 = time.perf_counter()
-                pred = estimate(profile(k, dims, g))
-                times.append((time.perf_counter() - t0) * 1e3)
+            gc.collect()
+            gc.disable()  # a collection in the middle of one prediction is not its cost
+            try:
+                for _ in range(repeat):
+                    t0 = time.perf_counter()
+                    pred = estimate(profile(k, dims, g))
+                    times.append((time.perf_counter() - t0) * 1e3)
+            finally:
+                gc.enable()
             assert pred is not None
             rows.append({"file": f.name, "kernel": k.name, "gpu": pred.gpu, "dims": dims,
                          "predict_p50_ms": statistics.median(times),

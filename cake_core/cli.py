@@ -38,6 +38,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "plugins": "cake_core.commands.plugins:plugins",
     "cost": "cake_core.commands.cost:cost",
     "calibrate": "cake_core.commands.calibrate:calibrate",
+    "run": "cake_core.commands.run:run",
 }
 
 

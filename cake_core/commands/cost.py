@@ -187,4 +187,4 @@ def render_predictions(preds: list[Prediction], src: SourceFile, *, color: bool 
         if hidden:
             console.print(f"({hidden} more lines below {min_share:.1%})", style="dim")
         console.print()
-    return buf.getvalue()
+    return "".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines())

@@ -1,0 +1,209 @@
+"""The cost model's coefficients, their defaults per architecture, and calibrations.
+
+A coefficient is a number the hardware table cannot give: what fraction of a peak a real
+kernel reaches, how long a barrier hand-off takes, what a launch costs.  The defaults
+below come from public measurements where one exists (docs/hardware.md, key [S] for the
+tensor efficiencies, [T] for HBM) and are otherwise stated assumptions, listed in
+docs/cost.md.  A `Calibration` replaces some of them with values fitted to measured runs
+(`cake calibrate`) and carries where they came from, so a prediction can always say which
+numbers it used.  Calibrations are plugin-shaped: plain data, loadable from JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cake_core.hardware import GpuSpec, get_arch
+
+UNCALIBRATED = "uncalibrated defaults"
+SCHEMA = "cake.calibration/1"
+
+#: What each coefficient means (shown by docs and by `cake calibrate`).
+COEFFICIENT_DOCS: dict[str, str] = {
+    "hbm_efficiency": "achievable fraction of the HBM bandwidth",
+    "l2_bytes_per_clk_sm": "L2 -> SM bandwidth per SM, bytes per clock",
+    "smem_bytes_per_clk_sm": "shared-memory bandwidth per SM, bytes per clock",
+    "tensor_efficiency.wgmma": "achievable fraction of the tensor peak with wgmma",
+    "tensor_efficiency.mma_sync": "achievable fraction of the tensor peak with mma.sync",
+    "tensor_efficiency.tcgen05": "achievable fraction of the tensor peak with tcgen05",
+    "tensor_n_half": "instruction N at which wgmma issue overhead halves efficiency",
+    "cuda_efficiency": "achievable fraction of the FP32 CUDA-core rate",
+    "dram_latency_ns": "round trip of a global load served by DRAM, ns",
+    "l2_latency_ns": "round trip of a global load served by L2, ns",
+    "sync_scale": "multiplier on every synchronization latency below",
+    "sync_ns.mbarrier_wait": "an mbarrier / pipeline wait whose phase is complete, ns",
+    "sync_ns.mbarrier_arrive": "an mbarrier arrive (commit, release, expect_tx), ns",
+    "sync_ns.block_barrier": "a block-wide barrier (syncthreads), ns",
+    "sync_ns.named_barrier": "a named barrier (bar.sync id, n), ns",
+    "sync_ns.wgmma_wait0": "wgmma_wait(0): draining the tensor pipe, ns",
+    "sync_ns.async_wait": "a group wait (cp_async_wait, tma_store_wait, wgmma_wait(n>0)), ns",
+    "sync_ns.fence": "a proxy or barrier-init fence, ns",
+    "issue_ns": "issue cost of one bookkeeping instruction, ns",
+    "launch_us": "launch overhead of one kernel, us",
+    "l2_resident_fraction": "fraction of L2 a re-read tensor may occupy and stay resident",
+}
+
+#: Coefficients `cake calibrate` fits unless told otherwise (the ones the runs constrain).
+DEFAULT_FIT = ("hbm_efficiency", "tensor_efficiency.wgmma", "tensor_efficiency.mma_sync",
+               "tensor_efficiency.tcgen05", "sync_scale", "dram_latency_ns", "launch_us")
+
+#: Native tensor-core instruction family per architecture (defaults to its achievable
+#: fraction); other families get the legacy-path assumption below.
+_NATIVE = {"sm_80": "mma_sync", "sm_86": "mma_sync", "sm_89": "mma_sync", "sm_90": "mma_sync",
+           "sm_90a": "wgmma", "sm_100a": "tcgen05"}
+#: mma.sync on Hopper/Blackwell runs on the legacy path, well below the wgmma/tcgen05 peak.
+_LEGACY_MMA_SYNC = 0.62
+_DEFAULT_TENSOR = 0.80
+#: L2 -> SM bytes per clock per SM: the A100 whitepaper's 5120 B/clk of L2 read bandwidth over
+#: 108 SMs (47); the same per-SM figure is assumed for later generations until calibrated.
+_L2_BYTES_PER_CLK_SM = 48.0
+_DEFAULT_HBM = 0.90
+
+
+def default_coefficients(gpu: GpuSpec) -> dict[str, float]:
+    """The uncalibrated coefficients for a GPU (its arch decides the tensor families)."""
+    arch = get_arch(gpu.arch)
+    name = arch.name if arch else gpu.arch
+    native = _NATIVE.get(name, "mma_sync")
+    bf16 = gpu.achievable.get("bf16", _DEFAULT_TENSOR)
+    tensor = {"wgmma": _LEGACY_MMA_SYNC, "mma_sync": _LEGACY_MMA_SYNC,
+              "tcgen05": _LEGACY_MMA_SYNC}
+    tensor[native] = bf16
+    if native == "mma_sync":
+        tensor["mma_sync"] = bf16
+    coeffs = {
+        "hbm_efficiency": gpu.achievable.get("hbm", _DEFAULT_HBM),
+        "l2_bytes_per_clk_sm": _L2_BYTES_PER_CLK_SM,
+        "smem_bytes_per_clk_sm": 128.0,
+        **{f"tensor_efficiency.{k}": v for k, v in tensor.items()},
+        "tensor_n_half": 8.0,
+        "cuda_efficiency": 0.7,
+        "dram_latency_ns": 600.0,
+        "l2_latency_ns": 200.0,
+        "sync_scale": 1.0,
+        "sync_ns.mbarrier_wait": 10.0,
+        "sync_ns.mbarrier_arrive": 5.0,
+        "sync_ns.block_barrier": 25.0,
+        "sync_ns.named_barrier": 20.0,
+        "sync_ns.wgmma_wait0": 30.0,
+        "sync_ns.async_wait": 5.0,
+        "sync_ns.fence": 10.0,
+        "issue_ns": 0.5,
+        "launch_us": 3.0,
+        "l2_resident_fraction": 0.5,
+    }
+    return coeffs
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationProvenance:
+    """Where a calibration came from: tool, date, the runs it was fitted on, its error."""
+
+    origin: str = "cake calibrate"
+    date: str = ""
+    runs: tuple[dict[str, Any], ...] = ()
+    fit_error: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """Fitted coefficients for one architecture; unnamed ones keep their defaults."""
+
+    name: str
+    arch: str
+    coefficients: dict[str, float]
+    provenance: CalibrationProvenance = field(default_factory=CalibrationProvenance)
+    gpu: str | None = None
+
+    def apply(self, defaults: dict[str, float]) -> dict[str, float]:
+        return {**defaults, **{k: v for k, v in self.coefficients.items() if k in defaults}}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "name": self.name,
+            "arch": self.arch,
+            "gpu": self.gpu,
+            "coefficients": dict(sorted(self.coefficients.items())),
+            "provenance": {
+                "origin": self.provenance.origin,
+                "date": self.provenance.date,
+                "runs": list(self.provenance.runs),
+                "fit_error": dict(self.provenance.fit_error),
+            },
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Calibration:
+        if not isinstance(data, dict) or "coefficients" not in data or "arch" not in data:
+            raise ValueError("a calibration is an object with `arch` and `coefficients`")
+        arch = get_arch(str(data["arch"]))
+        if arch is None:
+            raise ValueError(f"unknown arch {data['arch']!r} in calibration")
+        coeffs = data["coefficients"]
+        if not isinstance(coeffs, dict) or not all(
+                isinstance(v, int | float) for v in coeffs.values()):
+            raise ValueError("calibration coefficients must map names to numbers")
+        unknown = sorted(set(coeffs) - set(COEFFICIENT_DOCS))
+        if unknown:
+            raise ValueError(f"unknown coefficient(s) in calibration: {', '.join(unknown)}")
+        prov = data.get("provenance") or {}
+        return cls(
+            name=str(data.get("name") or "calibration"),
+            arch=arch.name,
+            coefficients={str(k): float(v) for k, v in coeffs.items()},
+            provenance=CalibrationProvenance(
+                origin=str(prov.get("origin", "unknown")),
+                date=str(prov.get("date", "")),
+                runs=tuple(prov.get("runs", ())),
+                fit_error={str(k): float(v) for k, v in (prov.get("fit_error") or {}).items()},
+            ),
+            gpu=data.get("gpu"),
+        )
+
+
+def to_plugin_item(cal: Calibration) -> Any:
+    """The plugin system's `CalibrationItem` for a calibration (runs become examples)."""
+    from cake_core.plugins.api import CalibrationItem
+    from cake_core.primitives.registry import Provenance
+
+    examples = tuple(f"{r.get('kernel')} {r.get('dims')} on {r.get('gpu')}: "
+                     f"{r.get('measured_ms')} ms" for r in cal.provenance.runs)
+    return CalibrationItem(cal.name, cal.arch, dict(cal.coefficients),
+                           Provenance(cal.provenance.origin, cal.provenance.date, examples))
+
+
+def from_plugin_item(item: Any) -> Calibration:
+    """A calibration from a plugin's `CalibrationItem` (name, arch, coefficients,
+    provenance), checked like one read from JSON."""
+    prov = getattr(item, "provenance", None)
+    return Calibration.from_json({
+        "name": item.name, "arch": item.arch, "coefficients": dict(item.coefficients),
+        "provenance": {"origin": getattr(prov, "origin", "plugin"),
+                       "date": getattr(prov, "date", ""),
+                       "runs": [{"example": e} for e in getattr(prov, "examples", ())]},
+    })
+
+
+def load_calibrations(path: str | Path) -> list[Calibration]:
+    """Calibrations from a JSON file holding one calibration object or a list of them."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    items = data if isinstance(data, list) else [data]
+    return [Calibration.from_json(d) for d in items]
+
+
+def pick_calibration(calibrations: list[Calibration], arch: str) -> Calibration | None:
+    """The calibration for `arch` (the GPU's architecture), if the list has one."""
+    spec = get_arch(arch)
+    key = spec.name if spec else arch
+    return next((c for c in calibrations if c.arch == key), None)
+
+
+def save_calibrations(path: str | Path, calibrations: list[Calibration]) -> None:
+    data: Any = [c.to_json() for c in calibrations]
+    if len(calibrations) == 1:
+        data = data[0]
+    Path(path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

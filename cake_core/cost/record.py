@@ -1,0 +1,176 @@
+"""What a cost facet returns, and what it is given.
+
+A primitive's cost facet describes the *work* one execution of the op does for one block:
+bytes at each memory level, tensor-core and CUDA-core operations, synchronization events.
+It says nothing about time: turning work into seconds needs the GPU's peaks and the
+calibrated coefficients, which is the model's job (`model.py`).  Keeping facets free of
+coefficients is what lets a calibration refit the model without re-running any facet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cake_core.cost.evaluate import evaluate
+from cake_core.ir.symbolic import SymExpr, Var
+from cake_core.ir.types import FragLayout, FragmentType, TileType, Type
+
+if TYPE_CHECKING:
+    from cake_core.hardware import ArchSpec, GpuSpec
+    from cake_core.ir.kernel import Kernel, Op, Value
+
+#: Fragment layouts owned by one warp: an op on them runs once per warp of its role.
+PER_WARP_LAYOUTS = frozenset({FragLayout.MMA_A, FragLayout.MMA_B, FragLayout.MMA_ACC})
+
+#: How the latency of a global read is exposed.
+PIPELINED, SERIAL, ONCE = "pipelined", "serial", "once"
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalAccess:
+    """Bytes one execution moves between global memory (through L2) and the SM.
+
+    `axes` are the grid axes ("x", "y", "z") the tile's position depends on: blocks that
+    differ only along other axes read the same tile, which is what L2 reuse within a wave
+    feeds on.  `footprint` is the whole tensor's size, the compulsory traffic bound.
+    `latency` says how the round trip is exposed: "pipelined" (up to `depth` iterations in
+    flight), "serial" (every execution waits for it) or "once" (one wait per block).
+    """
+
+    tensor: str
+    bytes: float
+    axes: frozenset[str]
+    footprint: float
+    latency: str = SERIAL
+    depth: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TensorWork:
+    """Tensor-core work: FLOPs, input dtype, instruction family and instruction shape."""
+
+    flops: float
+    dtype: str
+    family: str  # "wgmma" | "mma_sync" | "tcgen05"
+    shape: tuple[int, int, int]
+    instructions: float
+
+
+@dataclass(frozen=True, slots=True)
+class CostRecord:
+    """The work of one execution of an op by one block (all its warps together)."""
+
+    reads: tuple[GlobalAccess, ...] = ()
+    writes: tuple[GlobalAccess, ...] = ()
+    smem_read: float = 0.0
+    smem_write: float = 0.0
+    tensor: TensorWork | None = None
+    cuda_ops: float = 0.0
+    """CUDA-core operations (element-wise ops, weighted: a MUFU op counts as several)."""
+    sync: tuple[tuple[str, float], ...] = ()
+    """Synchronization events as (kind, count); kinds are the keys of the sync latencies."""
+    issue: float = 0.0
+    """Instructions the issuing role spends on the op beyond the work above."""
+
+    @property
+    def global_read_bytes(self) -> float:
+        return sum(a.bytes for a in self.reads)
+
+    @property
+    def global_write_bytes(self) -> float:
+        return sum(a.bytes for a in self.writes)
+
+
+FREE = CostRecord()
+
+
+@dataclass(slots=True)
+class CostContext:
+    """What a facet may consult: the kernel, its target, the dims and a few derived facts."""
+
+    kernel: Kernel
+    arch: ArchSpec
+    gpu: GpuSpec
+    env: dict[str, int]
+    producers: dict[int, Op] = field(default_factory=dict)
+    """id(Value) -> the op that produced it (tiles find their coordinates here)."""
+    cp_async_depth: int = 0
+    """cp.async groups in flight at a wait inside a loop (0: the copies are waited at once)."""
+
+    def eval(self, expr: SymExpr) -> int:
+        return evaluate(expr, self.env)
+
+    def numel(self, t: Type) -> int:
+        shape = getattr(t, "shape", ())
+        n = 1
+        for d in shape:
+            n *= self.eval(d)
+        return n
+
+    def role_warps(self, op: Op) -> int:
+        role = self.kernel.roles.get(op.role) if op.role else None
+        return role.warps if role is not None else self.kernel.warps
+
+    def replicas(self, op: Op) -> int:
+        """How many times the op's work happens per block: once per warp on per-warp
+        fragments (mma.sync operands and accumulators), once per role otherwise."""
+        values = [*op.args.values(), *op.results]
+        for v in values:
+            if isinstance(v.type, FragmentType) and v.type.layout in PER_WARP_LAYOUTS:
+                return self.role_warps(op)
+        return 1
+
+    def tile_access(self, value: Value, *, latency: str = SERIAL, depth: int = 0,
+                    replicas: int = 1) -> GlobalAccess:
+        """The global traffic of one access to the tile `value` (a TileType value).
+
+        Bytes are clipped at the tensor's edge on average over a sweep of tiles: a tile
+        of `t` along an extent `E` moves E / cdiv(E, t) elements, so a 64-row tile of a
+        16-row tensor moves 16 rows, as TMA's zero fill costs no DRAM traffic.
+        """
+        t = value.type
+        assert isinstance(t, TileType)
+        nbytes = float(t.dtype.bytes) * replicas
+        footprint = float(t.dtype.bytes)
+        for tile_d, full_d in zip(t.shape, t.tensor_shape, strict=False):
+            tile = self.eval(tile_d)
+            try:
+                extent = self.eval(full_d)
+            except KeyError:
+                extent = tile
+            footprint *= extent
+            nbytes *= extent / max(1, -(-extent // tile)) if extent > 0 else 0.0
+        return GlobalAccess(t.tensor, nbytes, self.tile_axes(value), footprint, latency, depth)
+
+    def tile_axes(self, value: Value) -> frozenset[str]:
+        """Grid axes the tile's coordinates depend on (through `block.x` and friends)."""
+        op = self.producers.get(id(value))
+        if op is None or "coords" not in op.args:
+            return frozenset({"x", "y", "z"})
+        coords = op.args["coords"]
+        elts = coords.const if isinstance(coords.const, tuple) else (coords,)
+        axes: set[str] = set()
+        for e in elts:
+            sym = getattr(e, "sym", None)
+            if sym is None:
+                continue
+            for atom in _atoms_deep(sym):
+                if isinstance(atom, Var) and atom.name.startswith(("block.", "cluster.")):
+                    axes.add(atom.name.split(".", 1)[1])
+        return frozenset(a for a in axes if a in ("x", "y", "z"))
+
+
+def _atoms_deep(e: SymExpr) -> set[SymExpr]:
+    """Atoms including those inside loop-variable bounds (`k` ranging over `block.x`)."""
+    out: set[SymExpr] = set()
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        for a in x.atoms():
+            if a in out:
+                continue
+            out.add(a)
+            if isinstance(a, Var):
+                stack.extend(b for b in (a.lo, a.hi) if b is not None)
+    return out
