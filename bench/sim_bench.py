@@ -3,9 +3,10 @@ shape, one schedule each.  Target: under 10 s per case on a laptop-class CPU.
 
 Prints the wall time (best of --repeat), the simulated IR ops, scheduling steps and
 asynchronous operations per second, the simulated FLOP rate, and where the time goes
-(from one profiled run): tensor-core math (numpy matmul), shared-memory traffic
-(address generation, gather/scatter, init and race checks), and the interpreter
-(generators, scheduling, argument evaluation).  Writes bench/results/sim_bench.json.
+(from one timed run): issuing ops by primitive family, completing asynchronous work by
+kind (a wgmma's completion is its numpy matmul plus the checked smem reads), and the
+rest -- interpreter, scheduler, global-memory setup.  The largest share is what bounds
+the speed.  Writes bench/results/sim_bench.json.
 
     python bench/sim_bench.py [--repeat 3]
 """
@@ -13,9 +14,7 @@ asynchronous operations per second, the simulated FLOP rate, and where the time 
 from __future__ import annotations
 
 import argparse
-import cProfile
 import json
-import pstats
 import sys
 import time
 from pathlib import Path
@@ -23,7 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cake_core.sim import RoundRobin, SimKernel, simulate  # noqa: E402
+from cake_core.ir.kernel import Op  # noqa: E402
+from cake_core.sim import RoundRobin, SimContext, SimKernel, simulate  # noqa: E402
+from cake_core.sim.interp import Facet  # noqa: E402
+from cake_core.sim.runstate import BlockState  # noqa: E402
+from cake_core.sim.state import AsyncOp  # noqa: E402
 from cake_core.tasks import load_task  # noqa: E402
 
 CASES = [
@@ -33,33 +36,50 @@ CASES = [
      "kmeans_assign", {"B": 2, "N": 512, "K": 512}, 2 * 2 * 512 * 512 * 128),
 ]
 
-#: Profile buckets: (label, functions whose cumulative time counts toward it).
-BUCKETS = [
-    ("tensor-core math", ("_product",)),
-    ("smem race log", ("access",)),
-    ("smem traffic", ("smem_read", "smem_write")),
-    ("global traffic", ("global_read", "global_write")),
-    ("element-wise math", ("facet", "row_argmin", "where", "cast")),
-]
-
-
 def profile(sk: SimKernel, dims: dict[str, int], inputs: dict) -> dict[str, float]:
-    prof = cProfile.Profile()
-    prof.enable()
-    simulate(sk, dims, inputs, schedule=RoundRobin())
-    prof.disable()
-    stats = pstats.Stats(prof)
-    total = max(stats.total_tt, 1e-9)  # type: ignore[attr-defined]
-    cum: dict[str, float] = {}
-    for (filename, _, func), (_, _, _, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
-        if "cake_core/sim" in filename:
-            cum[func] = cum.get(func, 0.0) + ct
-    shares: dict[str, float] = {}
-    for label, funcs in BUCKETS:
-        shares[label] = sum(cum.get(f, 0.0) for f in funcs) / total
-    # smem traffic includes the race log it calls
-    shares["smem traffic"] = max(0.0, shares["smem traffic"] - shares["smem race log"])
-    shares["interpreter and scheduler"] = max(0.0, 1.0 - sum(shares.values()))
+    """Share of one run's wall time by where it went: issuing ops (by primitive family),
+    completing asynchronous work (by kind), and the rest -- the interpreter's generators,
+    the scheduler, argument evaluation, setting up and decoding global memory."""
+    from cake_core.primitives.registry import builtin_registry
+    from cake_core.sim import engine, interp
+
+    spent: dict[str, float] = {}
+
+    def timed(fn: Facet, label: str) -> Facet:
+        def run(ctx: SimContext, op: Op) -> object:
+            t0 = time.perf_counter()
+            try:
+                return fn(ctx, op)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.perf_counter() - t0
+        return run
+
+    saved_facets = dict(interp._FACETS)
+    saved_complete = engine._complete
+
+    def complete(ctx: SimContext, block: BlockState, a: AsyncOp) -> None:
+        t0 = time.perf_counter()
+        try:
+            saved_complete(ctx, block, a)
+        finally:
+            label = f"complete {a.kind}"
+            spent[label] = spent.get(label, 0.0) + time.perf_counter() - t0
+
+    for prim in builtin_registry().all():
+        fn = prim.facet("simulate")
+        if fn is not None:
+            interp._FACETS[id(prim)] = timed(fn, f"issue {prim.family} ops")
+    engine._complete = complete
+    try:
+        t0 = time.perf_counter()
+        simulate(sk, dims, inputs, schedule=RoundRobin())
+        total = time.perf_counter() - t0
+    finally:
+        interp._FACETS.clear()
+        interp._FACETS.update(saved_facets)
+        engine._complete = saved_complete
+    shares = {k: v / total for k, v in spent.items()}
+    shares["interpreter, scheduler, setup"] = max(0.0, 1.0 - sum(shares.values()))
     return shares
 
 

@@ -112,7 +112,7 @@ def test_page_structure(rule: Rule) -> None:
 def test_examples_are_true(rule: Rule) -> None:
     page = page_of(rule)
     if page.dynamic:
-        pytest.skip("a simulator finding: tests/sim/test_rule_examples.py simulates its examples")
+        pytest.skip("a simulator finding: tests/sim/test_sim_rule_examples.py runs its examples")
     bad = page.python_block("Example")
     good = page.python_block("Use instead")
     assert bad is not None and good is not None

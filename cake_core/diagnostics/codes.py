@@ -156,7 +156,7 @@ REGISTER_OVERSUBSCRIPTION = _builtin(
 INVALID_REGISTER_COUNT = _builtin(
     "CK203", "invalid-register-count",
     "A role's `regs=` is not a multiple of 8 in 24..256, which setmaxnreg requires.",
-    fix=FixAvailability.ALWAYS)
+    fix=FixAvailability.SOMETIMES)
 PARTIAL_WARPGROUP_REGS = _builtin(
     "CK204", "partial-warpgroup-regs",
     "A role with `regs=` does not cover whole warpgroups; setmaxnreg is warpgroup-wide.")
@@ -291,6 +291,39 @@ SIM_PENDING_AT_EXIT = _builtin(
 SIM_UNSUPPORTED = _builtin(
     "CK510", "sim-unsupported",
     "A construct the simulator cannot execute; the simulated run stopped short.",
+    severity=Severity.WARNING)
+
+
+# --- CK6xx: compile findings (cake_core/lower/) -----------------------------------------
+LOWER_UNSUPPORTED = _builtin(
+    "CK601", "lower-unsupported",
+    "A construct that verifies but that the CUDA lowering does not translate yet.")
+CUDA_COMPILE_ERROR = _builtin(
+    "CK602", "cuda-compile-error",
+    "nvcc or ptxas rejected the generated CUDA; the message points at the .cake line.")
+REGISTER_SPILL = _builtin(
+    "CK603", "register-spill",
+    "ptxas spilled registers to local memory.",
+    severity=Severity.WARNING)
+WGMMA_SERIALIZED = _builtin(
+    "CK604", "wgmma-serialized",
+    "ptxas serialized wgmma instructions or inserted waits between them.",
+    severity=Severity.WARNING)
+REGISTER_SHORTAGE = _builtin(
+    "CK605", "register-shortage",
+    "ptxas could not fit the code in the registers it was allowed.",
+    severity=Severity.WARNING)
+LOCAL_MEMORY = _builtin(
+    "CK606", "local-memory",
+    "The compiled kernel keeps a stack frame: register arrays ended up in local memory.",
+    severity=Severity.WARNING)
+RESOURCE_MISMATCH = _builtin(
+    "CK607", "resource-model-mismatch",
+    "ptxas's shared memory or register count disagrees with the resource model.",
+    severity=Severity.WARNING)
+PTXAS_WARNING = _builtin(
+    "CK608", "compiler-warning",
+    "Another warning nvcc or ptxas gave about the generated code.",
     severity=Severity.WARNING)
 
 

@@ -101,7 +101,9 @@ class Evaluator(BuilderForms):
             return
         if isinstance(target, ast.Name):
             v = value
-            if v.name != target.id and not isinstance(v.type, TupleType):
+            if _is_temporary(v):
+                v.name = target.id  # `x = a + b`: the op's result is `x`, not a copy of it
+            elif v.name != target.id and not isinstance(v.type, TupleType):
                 v = Value(target.id, value.type, target.span, value.sym, value.const)
                 if isinstance(value.sym, S.Dim) and scope is self.pb.globals:
                     v = value  # keep the dim's identity for hovers
@@ -560,6 +562,11 @@ _PYTHON_EQUIVALENTS = {"sum": "row_sum", "argmin": "row_argmin", "argmax": "row_
 #: Python's built-in functions (print, len, eval, exec, __import__, ...): calling one
 #: means the text was written as a Python program, which is worth saying.
 _PYTHON_BUILTINS = frozenset(n for n, v in vars(builtins).items() if callable(v))
+
+
+def _is_temporary(v: Value) -> bool:
+    """An op result not yet bound to a name (see `Evaluator._tmpname`)."""
+    return v.name.startswith("_t") and v.name[2:].isdigit()
 
 
 def _names_in(t: ast.Expr) -> list[str]:

@@ -1,0 +1,146 @@
+"""Data movement: TMA, cp.async, ldmatrix, and plain loads and stores.
+
+TMA copies and bulk stores are issued by one elected thread of the op's group (the
+group's first process); cp.async copies are shared by every warp of the group, each warp
+moving the 16-byte chunks its threads own.  Copies read and write memory when the
+scheduler completes them, not when they are issued.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cake_core.diagnostics import codes
+from cake_core.ir.kernel import Op
+from cake_core.ir.types import FragmentType, const_shape
+from cake_core.sim.context import SimContext
+from cake_core.sim.dtypes import decode, encode
+from cake_core.sim.layout import SmemView
+from cake_core.sim.races import join
+from cake_core.sim.state import AsyncOp, Blocked, Fragment, PipelineRT, TileRef
+from cake_core.sim.waits import check_init, group_wait
+
+
+def tma_load(ctx: SimContext, op: Op) -> None:
+    if not ctx.leader(op):
+        return None
+    dst = ctx.view(op, "dst")
+    tile = ctx.tile(op, "src")
+    target = ctx.arg(op, "bar")
+    nbytes = tile.nbytes
+    if isinstance(target, PipelineRT):
+        cur = ctx.proc.cursor(target.name)
+        if not cur.acquired:
+            ctx.report(codes.SIM_BARRIER_MISUSE, op.span,
+                       f"tma_load signals pipeline `{target.name}` outside an "
+                       "acquire()..commit() of a stage: no stage is held",
+                       key=("CK508", id(op)))
+            return None
+        s = cur.acquired[-1]
+        bar = target.full[s]
+        cur.tx[s] = cur.tx.get(s, 0) + nbytes
+    else:
+        bar = ctx.barrier(op, "bar")
+        check_init(ctx, op, bar)
+
+    def complete(a: AsyncOp) -> None:
+        bits = ctx.global_read(tile, op, signed=True)
+        ctx.smem_write(dst, bits.reshape(dst.logical_shape), op, actor=a, proxy="async")
+        bar.complete_tx(nbytes, a.vc)
+
+    ctx.issue("tma_load", ("tma", id(bar)), op, complete)
+    return None
+
+
+def tma_store(ctx: SimContext, op: Op) -> None:
+    if not ctx.leader(op):
+        return None
+    tile = ctx.tile(op, "dst")
+    src = ctx.view(op, "src")
+
+    def complete(a: AsyncOp) -> None:
+        bits = ctx.smem_read(src, op, actor=a, proxy="async")
+        ctx.global_write(tile, bits.reshape(tile.shape), op)
+
+    ctx.proc.bulk.append(ctx.issue("tma_store", ("bulk",), op, complete))
+    return None
+
+
+def tma_store_wait(ctx: SimContext, op: Op) -> Blocked | None:
+    if not ctx.leader(op):
+        return None
+    r = group_wait(ctx, ctx.proc.bulk, ctx.int(op, "n"), "bulk stores")
+    return r if isinstance(r, Blocked) else None
+
+
+def cp_async(ctx: SimContext, op: Op) -> None:
+    dst = ctx.view(op, "dst")
+    tile = ctx.tile(op, "src")
+    ctx.global_read(tile, op)  # a negative coordinate is a fault of the issuing thread
+    n = int(np.prod(dst.shape))
+    mask = ctx.share(op, n, dst.dtype.bytes)
+    if mask is not None and not mask.any():
+        return None
+
+    def complete(a: AsyncOp) -> None:
+        bits = ctx.global_read(tile, op)
+        ctx.smem_write(dst, bits.reshape(dst.logical_shape), op, actor=a, mask=mask)
+
+    ctx.proc.cp_open.append(ctx.issue("cp.async", ("cp.async",), op, complete))
+    return None
+
+
+def cp_async_commit(ctx: SimContext, op: Op) -> None:
+    ctx.proc.cp_groups.append(ctx.proc.cp_open)
+    ctx.proc.cp_open = []
+
+
+def cp_async_wait(ctx: SimContext, op: Op) -> Blocked | None:
+    n = ctx.int(op, "n")
+    groups = ctx.proc.cp_groups
+
+    def pending() -> int:
+        return sum(not all(a.done for a in g) for g in groups)
+
+    if pending() > n:
+        return Blocked(f"waits until at most {n} cp.async groups are in flight",
+                       lambda: pending() <= n)
+    done = [g for g in groups if all(a.done for a in g)]
+    for g in done:
+        for a in g:
+            join(ctx.proc.vc, a.vc)
+    groups[:] = [g for g in groups if not all(a.done for a in g)]
+    return None
+
+
+def _to_fragment(op: Op, bits: np.ndarray) -> Fragment:
+    t = op.results[0].type
+    assert isinstance(t, FragmentType)
+    shape = const_shape(t.shape) or bits.shape
+    return Fragment(decode(bits, t.dtype).reshape(shape), t.dtype)
+
+
+def ldmatrix(ctx: SimContext, op: Op) -> Fragment:
+    src = ctx.view(op, "src")
+    return _to_fragment(op, ctx.smem_read(src, op))
+
+
+def load(ctx: SimContext, op: Op) -> Fragment:
+    src = ctx.arg(op, "src")
+    if isinstance(src, SmemView):
+        bits = ctx.smem_read(src, op)
+    else:
+        assert isinstance(src, TileRef)
+        bits = ctx.global_read(src, op)
+    return _to_fragment(op, bits)
+
+
+def store(ctx: SimContext, op: Op) -> None:
+    f = ctx.frag(op, "src")
+    dst = ctx.arg(op, "dst")
+    bits = encode(f.array, f.dtype)
+    if isinstance(dst, SmemView):
+        ctx.smem_write(dst, bits.reshape(dst.logical_shape), op)
+    else:
+        assert isinstance(dst, TileRef)
+        ctx.global_write(dst, bits.reshape(dst.shape), op)

@@ -1,0 +1,119 @@
+"""Element-wise math, casts and row reductions on register fragments.
+
+Operands are whole arrays (a fragment's logical shape) or scalars, combined with numpy
+broadcasting; every result is rounded to the dtype its IR type names, so bf16 math
+rounds after each op as the hardware's bf16 instructions do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from cake_core.ir.kernel import Op
+from cake_core.ir.types import DType, FragmentType, ScalarType
+from cake_core.sim.context import SimContext
+from cake_core.sim.dtypes import round_to
+from cake_core.sim.state import Fragment
+
+Operand = np.ndarray | float | int | bool
+
+
+def _result(op: Op, value: Operand, index: int = 0) -> Fragment | float | int | bool:
+    t = op.results[index].type
+    if isinstance(t, FragmentType):
+        return Fragment(np.asarray(round_to(np.asarray(value), t.dtype)), t.dtype)
+    if isinstance(t, ScalarType):
+        r = round_to(np.asarray(value), t.dtype)
+        return bool(r) if t.dtype == DType.BOOL else r.item()
+    return value  # type: ignore[return-value]
+
+
+def _as_float(x: Operand) -> np.ndarray | float:
+    return np.asarray(x, dtype=np.float32) if isinstance(x, np.ndarray) else float(x)
+
+
+def _binary(fn: Callable[[Operand, Operand], Operand]
+            ) -> Callable[[SimContext, Op], Fragment | float | int | bool]:
+    def facet(ctx: SimContext, op: Op) -> Fragment | float | int | bool:
+        with np.errstate(all="ignore"):
+            return _result(op, fn(ctx.operand(op, "a"), ctx.operand(op, "b")))
+
+    return facet
+
+
+def _unary(fn: Callable[[np.ndarray | float], Operand]
+           ) -> Callable[[SimContext, Op], Fragment | float | int | bool]:
+    def facet(ctx: SimContext, op: Op) -> Fragment | float | int | bool:
+        x = ctx.operand(op, "x")
+        with np.errstate(all="ignore"):
+            return _result(op, fn(x if fn in (np.negative, np.abs) else _as_float(x)))
+
+    return facet
+
+
+add = _binary(np.add)
+sub = _binary(np.subtract)
+mul = _binary(np.multiply)
+div = _binary(lambda a, b: np.true_divide(a, b))
+maximum = _binary(np.maximum)
+minimum = _binary(np.minimum)
+lt = _binary(np.less)
+le = _binary(np.less_equal)
+gt = _binary(np.greater)
+ge = _binary(np.greater_equal)
+eq = _binary(np.equal)
+ne = _binary(np.not_equal)
+
+neg = _unary(np.negative)
+abs = _unary(np.abs)
+exp = _unary(np.exp)
+exp2 = _unary(np.exp2)
+log = _unary(np.log)
+log2 = _unary(np.log2)
+sqrt = _unary(np.sqrt)
+rsqrt = _unary(lambda x: 1.0 / np.sqrt(x))
+
+
+def where(ctx: SimContext, op: Op) -> Fragment | float | int | bool:
+    c = ctx.operand(op, "cond")
+    return _result(op, np.where(np.asarray(c, dtype=bool), ctx.operand(op, "a"),
+                                ctx.operand(op, "b")))
+
+
+def cast(ctx: SimContext, op: Op) -> Fragment | float | int | bool:
+    with np.errstate(all="ignore"):
+        return _result(op, ctx.operand(op, "x"))
+
+
+def unsqueeze(ctx: SimContext, op: Op) -> Fragment:
+    f = ctx.frag(op, "x")
+    return Fragment(np.expand_dims(f.array, ctx.int(op, "dim")), f.dtype)
+
+
+def _rows(ctx: SimContext, op: Op) -> np.ndarray:
+    return np.asarray(ctx.operand(op, "x"))
+
+
+def row_max(ctx: SimContext, op: Op) -> Fragment | float | int | bool:
+    return _result(op, _rows(ctx, op).max(axis=1))
+
+
+def row_min(ctx: SimContext, op: Op) -> Fragment | float | int | bool:
+    return _result(op, _rows(ctx, op).min(axis=1))
+
+
+def row_sum(ctx: SimContext, op: Op) -> Fragment | float | int | bool:
+    x = _rows(ctx, op)
+    return _result(op, x.sum(axis=1, dtype=x.dtype))
+
+
+def row_argmin(ctx: SimContext, op: Op) -> tuple[Fragment | float | int | bool, ...]:
+    x = _rows(ctx, op)
+    return _result(op, x.min(axis=1), 0), _result(op, x.argmin(axis=1).astype(np.int32), 1)
+
+
+def row_argmax(ctx: SimContext, op: Op) -> tuple[Fragment | float | int | bool, ...]:
+    x = _rows(ctx, op)
+    return _result(op, x.max(axis=1), 0), _result(op, x.argmax(axis=1).astype(np.int32), 1)

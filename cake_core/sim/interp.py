@@ -1,0 +1,84 @@
+"""Each process as a generator that walks the IR and yields where it may block or switch.
+
+The walk is structural: loops run over their evaluated ranges, `if` takes the branch its
+condition picks, a `Role` node runs only in that role's processes.  An op is executed by
+its primitive's simulate facet; when the facet answers `Blocked`, the generator yields
+it and calls the facet again once the scheduler resumes it.  After every op that touches
+memory or synchronisation the generator yields None: a point where the scheduler may
+switch to another process or complete an asynchronous copy.  Pure register math does not
+yield -- nothing another process does can change its outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any
+
+from cake_core.ir.kernel import ForOp, IfOp, Node, Op, Role
+from cake_core.ir.symbolic import Var
+from cake_core.primitives.registry import Primitive
+from cake_core.sim.context import SimContext, SimUnsupported
+from cake_core.sim.state import Blocked
+
+Facet = Callable[[SimContext, Op], Any]
+
+_FACETS: dict[int, Facet] = {}
+#: Ops that never interact with other processes: no scheduling point after them.
+_LOCAL = frozenset({"fragment", "tile", "smem"})
+
+
+def facet_of(prim: Primitive) -> Facet:
+    fn = _FACETS.get(id(prim))
+    if fn is None:
+        found = prim.facet("simulate")
+        if found is None:
+            raise SimUnsupported(f"`{prim.key}` has no simulate facet")
+        fn = _FACETS[id(prim)] = found
+    return fn
+
+
+def run_process(ctx: SimContext) -> Generator[Blocked | None, None, None]:
+    yield from _nodes(ctx, ctx.proc.nodes)
+
+
+def _nodes(ctx: SimContext, nodes: list[Node]) -> Generator[Blocked | None, None, None]:
+    for n in nodes:
+        if isinstance(n, Op):
+            yield from _op(ctx, n)
+        elif isinstance(n, ForOp):
+            start, stop, step = (ctx.eval_sym(e) for e in (n.start, n.stop, n.step))
+            name = n.var.sym.name if isinstance(n.var.sym, Var) else n.var.name
+            env = ctx.proc.env
+            for i in range(start, stop, step):
+                env[name] = i
+                yield from _nodes(ctx, n.body)
+        elif isinstance(n, IfOp):
+            yield from _nodes(ctx, n.then if ctx.truth(n.cond) else n.orelse)
+        elif isinstance(n, Role) and n.name == ctx.proc.role:
+            yield from _nodes(ctx, n.body)
+
+
+def _op(ctx: SimContext, op: Op) -> Generator[Blocked | None, None, None]:
+    fn = facet_of(op.prim)
+    proc = ctx.proc
+    ctx.op = op
+    while True:
+        r = fn(ctx, op)
+        if isinstance(r, Blocked):
+            proc.blocked_op = op
+            yield r
+            ctx.op = op
+            continue
+        break
+    proc.ops += 1
+    res = op.results
+    env = proc.env
+    if len(res) == 1:
+        env[res[0].name] = r
+    elif len(res) > 1:
+        for v, x in zip(res, r, strict=True):
+            env[v.name] = x
+    for name in ctx.sk.after_op.get(id(op), ()):
+        env[name] = r
+    if op.prim.family != "math" and op.prim.name not in _LOCAL:
+        yield None

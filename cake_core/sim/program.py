@@ -1,0 +1,246 @@
+"""A kernel prepared for simulation: its processes, buffers and name bindings.
+
+Preparation happens once per kernel and is independent of the dims and inputs: which
+processes run (one per role, or one per warp when the role's code depends on `warp.id`),
+where every buffer sits in shared memory, and which names an op's result is bound to.
+The last point exists because the IR keeps a `Value` per name binding: `dist = cn - d`
+makes the `sub` op's result and a second value `dist` that later ops read.  The
+assignment itself is no IR node, so the simulator learns from the source's syntax tree
+that `dist` receives the `sub` result when that op runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cake_core.ir.expressions import Predicate, ViewOrigin
+from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value, walk_nodes
+from cake_core.ir.symbolic import SymExpr, Var
+from cake_core.ir.types import ScalarType, TensorType
+from cake_core.sim.layout import Buffer, buffers_of
+from cake_core.syntax import ast
+from cake_core.syntax.source import SourceFile, Span
+
+_PER_WARP = {"warp.id", "warp.rank", "lane.id", "thread.id"}
+_PER_WARPGROUP = {"warpgroup.id", "warpgroup.rank"}
+_PER_THREAD = {"lane.id", "thread.id"}
+
+
+class SimSetupError(Exception):
+    """The kernel cannot be simulated as given (it does not check clean, bad dims, ...)."""
+
+    def __init__(self, message: str, diagnostics: list | None = None) -> None:
+        super().__init__(message)
+        self.diagnostics = diagnostics or []
+
+
+@dataclass(frozen=True, slots=True)
+class ProcSpec:
+    """One process: the role it runs (None: a kernel without roles; "" : warps that belong
+    to no role and run only the kernel's top-level code) and the warps it stands for."""
+
+    role: str | None
+    warps: tuple[int, ...]
+    label: str
+
+
+@dataclass(eq=False)
+class SimKernel:
+    kernel: Kernel
+    source: SourceFile | None
+    buffers: dict[str, Buffer]
+    smem_bytes: int
+    procs: list[ProcSpec]
+    groups: dict[str | None, tuple[int, ...]]
+    """Processes that execute the ops of a role (None: top-level ops, run by all)."""
+    after_op: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    """id(op) -> names the op's result is also bound to (assignments in the source)."""
+    name_alias: dict[str, str] = field(default_factory=dict)
+    """`y = x` with no op: y resolves to whatever x is bound to."""
+    ops: list[Op] = field(default_factory=list)
+    op_index: dict[int, int] = field(default_factory=dict)
+    notes: list[tuple[Span, str]] = field(default_factory=list)
+    """Constructs the simulator approximates (reported as CK510 warnings)."""
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @property
+    def path(self) -> str:
+        return self.source.path if self.source is not None else "<input>"
+
+    def tensor_params(self) -> dict[str, TensorType]:
+        return {p.name: p.value.type for p in self.kernel.params
+                if isinstance(p.value.type, TensorType)}
+
+    def scalar_params(self) -> dict[str, ScalarType]:
+        return {p.name: p.value.type for p in self.kernel.params
+                if isinstance(p.value.type, ScalarType)}
+
+    # -- construction ------------------------------------------------------------------
+    @classmethod
+    def prepare(cls, kernel: Kernel, source: SourceFile | None = None,
+                module: ast.Module | None = None) -> SimKernel:
+        buffers, total = buffers_of(kernel)
+        sk = cls(kernel, source, buffers, total, [], {})
+        sk.ops = list(kernel.ops())
+        if any(c > 1 for c in kernel.cluster):
+            sk.notes.append((kernel.decorator_span, "the blocks of a cluster are simulated as "
+                             "independent blocks: cluster-wide synchronisation is not modelled"))
+        sk.op_index = {id(op): i for i, op in enumerate(sk.ops)}
+        sk._plan_processes()
+        if module is not None:
+            sk._bind_names(module)
+        return sk
+
+    @classmethod
+    def from_text(cls, text: str, path: str = "<input>", kernel: str | None = None
+                  ) -> SimKernel:
+        """Check `text` and prepare one of its kernels; SimSetupError if it has errors."""
+        from cake_core.check import check_text
+
+        result = check_text(text, path, passes=[])  # the verifier may object; simulate anyway
+        errors = [d for d in result.diagnostics if d.severity.value == "error"]
+        if errors or result.program is None:
+            raise SimSetupError(f"{path} has {len(errors)} error(s); fix them before "
+                                "simulating", result.diagnostics)
+        kernels = result.program.kernels
+        if kernel is None and len(kernels) != 1:
+            names = ", ".join(k.name for k in kernels) or "none"
+            raise SimSetupError(f"{path} defines {len(kernels)} kernels ({names}); name one")
+        chosen = kernels[0] if kernel is None else next(
+            (k for k in kernels if k.name == kernel), None)
+        if chosen is None:
+            names = ", ".join(k.name for k in kernels)
+            raise SimSetupError(f"{path} has no kernel `{kernel}` (it defines {names})")
+        module = result.parse.module if result.parse is not None else None
+        return cls.prepare(chosen, result.source, module)
+
+    @classmethod
+    def from_file(cls, path: str | Path, kernel: str | None = None) -> SimKernel:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SimSetupError(f"cannot read {p}: {exc.strerror}") from exc
+        return cls.from_text(text, p.as_posix(), kernel)
+
+    def _plan_processes(self) -> None:
+        k = self.kernel
+        top = [n for n in k.body if not isinstance(n, Role)]
+        top_vars = index_vars(top)
+        specs: list[ProcSpec] = []
+        groups: dict[str | None, list[int]] = {}
+        units: list[tuple[str | None, range, set[str], Span]] = []
+        if not k.roles:
+            units.append((None, range(k.warps), top_vars, k.name_span))
+        else:
+            covered: set[int] = set()
+            for r in k.roles.values():
+                units.append((r.name, range(r.warp_start, r.warp_stop),
+                              top_vars | index_vars(r.body), r.span))
+                covered.update(range(r.warp_start, r.warp_stop))
+            idle = [w for w in range(k.warps) if w not in covered]
+            if idle:
+                units.append(("", range(idle[0], idle[-1] + 1), top_vars, k.name_span))
+        for role, warps, used, span in units:
+            if used & _PER_THREAD:
+                self.notes.append((span, "`lane.id` and `thread.id` are simulated per warp "
+                                   "(as lane 0 / the warp's first thread)"))
+            if used & _PER_WARP:
+                chunks = [(w,) for w in warps]
+            elif used & _PER_WARPGROUP and len(warps) % 4 == 0:
+                chunks = [tuple(warps[i:i + 4]) for i in range(0, len(warps), 4)]
+            else:
+                chunks = [tuple(warps)]
+            for ch in chunks:
+                idx = len(specs)
+                specs.append(ProcSpec(role, ch, _label(role, ch, len(chunks) > 1)))
+                groups.setdefault(role, []).append(idx)
+        self.procs = specs
+        self.groups = {r: tuple(v) for r, v in groups.items()}
+        self.groups[None] = tuple(range(len(specs)))
+
+    def _bind_names(self, module: ast.Module) -> None:
+        fn = next((s for s in module.body if isinstance(s, ast.FunctionDef)
+                   and s.name_span == self.kernel.name_span), None)
+        if fn is None:
+            return
+        by_span: dict[tuple[int, int], Op] = {}
+        for op in self.ops:  # later ops (outer expressions) win over inner ones
+            by_span[(op.span.start.offset, op.span.end.offset)] = op
+        after: dict[int, list[str]] = {}
+
+        def bind(target: ast.Expr, value: ast.Expr) -> None:
+            if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple | ast.ListExpr) \
+                    and len(target.elts) == len(value.elts):
+                for t, v in zip(target.elts, value.elts, strict=True):
+                    bind(t, v)
+                return
+            if not isinstance(target, ast.Name):
+                return
+            e = value
+            while isinstance(e, ast.Attribute) and e.attr == "T":
+                e = e.value
+            op = by_span.get((e.span.start.offset, e.span.end.offset))
+            if op is not None and len(op.results) == 1:
+                after.setdefault(id(op), []).append(target.id)
+            elif isinstance(e, ast.Name):
+                self.name_alias[target.id] = e.id
+
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    bind(t, node.value)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                op = by_span.get((node.span.start.offset, node.span.end.offset))
+                if op is not None:
+                    after.setdefault(id(op), []).append(node.target.id)
+        self.after_op = {k: tuple(v) for k, v in after.items()}
+
+
+def _label(role: str | None, warps: tuple[int, ...], split: bool) -> str:
+    w = f"warp {warps[0]}" if len(warps) == 1 else f"warps {warps[0]}-{warps[-1]}"
+    if role is None:
+        return w if split else "the block"
+    if role == "":
+        return f"{w} (no role)"
+    return f"role '{role}' {w}" if split else f"role '{role}'"
+
+
+def index_vars(nodes: list[Node]) -> set[str]:
+    """Names of the runtime index variables (`warp.id`, `block.x`, ...) code depends on."""
+    out: set[str] = set()
+    for n in walk_nodes(nodes):
+        if isinstance(n, Op):
+            for v in n.args.values():
+                _collect_vars(v, out, 0)
+        elif isinstance(n, ForOp):
+            for e in (n.start, n.stop, n.step):
+                _collect_vars(e, out, 0)
+        elif isinstance(n, IfOp):
+            _collect_vars(n.cond, out, 0)
+    return {v for v in out if "." in v}
+
+
+def _collect_vars(x: object, out: set[str], depth: int) -> None:
+    if depth > 32:
+        return
+    if isinstance(x, SymExpr):
+        out.update(a.name for a in x.atoms() if isinstance(a, Var))
+    elif isinstance(x, Value):
+        if x.sym is not None:
+            _collect_vars(x.sym, out, depth + 1)
+        if x.const is not None and not isinstance(x.const, str | float | int | bool):
+            _collect_vars(x.const, out, depth + 1)
+    elif isinstance(x, ViewOrigin):
+        _collect_vars(x.base, out, depth + 1)
+        for i in x.index:
+            _collect_vars(i, out, depth + 1)
+    elif isinstance(x, Predicate):
+        _collect_vars(x.operands, out, depth + 1)
+    elif isinstance(x, tuple | list):
+        for e in x:
+            _collect_vars(e, out, depth + 1)
