@@ -12,7 +12,7 @@ import pytest
 from cake_core.diagnostics.model import Applicability, Diagnostic, apply_edits
 from cake_core.syntax import ast
 from cake_core.syntax.convert import MAX_DEPTH
-from cake_core.syntax.parser import Document, ParseResult, parse, reparse
+from cake_core.syntax.parser import MAX_DIAGNOSTICS, Document, ParseResult, parse, reparse
 from cake_core.syntax.source import SourceFile
 
 GEMM = '''\
@@ -400,16 +400,18 @@ def test_grammar_allowlist_covers_every_grammar_kind() -> None:
         for i in range(language.node_kind_count)
         if language.node_kind_is_named(i) and language.node_kind_is_visible(i)
     }
-    expression_like = {
+    rejected_kinds = {
         "lambda", "list_comprehension", "set_comprehension", "dictionary_comprehension",
         "generator_expression", "dictionary", "set", "await", "yield", "named_expression",
         "list_splat", "dictionary_splat", "while_statement", "import_statement",
         "class_definition", "try_statement", "match_statement", "print_statement",
+        "exec_statement", "global_statement", "nonlocal_statement", "delete_statement",
+        "assert_statement", "break_statement", "continue_statement", "raise_statement",
     }
-    for kind in expression_like:
+    for kind in rejected_kinds:
         assert kind in kinds
         assert kind not in handled
-        assert subset.rejection(kind).construct != f"`{kind.replace('_', ' ')}`"
+        assert kind in subset.REJECTED and subset.REJECTED[kind].help
     assert subset.rejection("brand_new_kind").message.endswith("is not part of CAKE IR")
 
 
@@ -430,7 +432,8 @@ def test_missing_colon_gets_a_fix_and_the_rest_survives(header: str, keyword: st
     fixed = apply_edits(text, fix.edits)
     assert fixed == f"a = 1\n{header}:\n    b = 2\nc = 3\n"
     assert "CK001" not in codes(p(fixed))
-    assert len(result.module.body) == 3  # a, the compound statement, c
+    kept = 2 if keyword == "while" else 3  # a, the compound statement (not `while`), c
+    assert len(result.module.body) == kept
 
 
 def test_missing_colon_on_else_and_elif() -> None:
@@ -664,12 +667,13 @@ def test_one_megabyte_file() -> None:
     assert len(result.module.body) == 3 * (1_000_000 // len(GEMM) + 1)
 
 
-def test_one_megabyte_of_junk() -> None:
+def test_random_bytes_give_a_bounded_list_of_findings() -> None:
     rng = random.Random(7)
-    raw = bytes(rng.randrange(256) for _ in range(1_000_000))
+    raw = bytes(rng.randrange(256) for _ in range(200_000))
     result = parse(SourceFile.from_bytes(raw))
-    assert result.diagnostics
+    assert 0 < len(result.diagnostics) <= MAX_DIAGNOSTICS + 1
     assert all(d.code in ("CK001", "CK002", "CK003") for d in result.diagnostics)
+    assert result.diagnostics[-1].message == "further problems in this file are not shown"
 
 
 def test_a_fault_inside_the_parser_is_a_diagnostic(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -684,6 +688,20 @@ def test_a_fault_inside_the_parser_is_a_diagnostic(monkeypatch: pytest.MonkeyPat
     assert result.module.body == ()
 
 
+def test_a_fault_in_the_incremental_path_falls_back_to_a_full_parse(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from cake_core.syntax import reuse
+
+    def boom(self: object, node: object, depth: int, top_level: bool) -> None:
+        raise RuntimeError("boom")
+
+    old = p(GEMM)
+    monkeypatch.setattr(reuse.Reuse, "lookup", boom)
+    at = GEMM.index("regs=40") + len("regs=")
+    new = reparse(old, at, at + 2, "48")
+    assert_same(new, p(GEMM.replace("regs=40", "regs=48")))
+
+
 # --- incremental parsing and the document ---------------------------------------------------
 def assert_same(a: ParseResult, b: ParseResult) -> None:
     assert a.source.text == b.source.text
@@ -693,9 +711,9 @@ def assert_same(a: ParseResult, b: ParseResult) -> None:
 
 def test_reparse_matches_a_full_parse_after_random_edits() -> None:
     rng = random.Random(3)
-    pieces = list("()[]:,.=+-* \n\t'\"#xk0é😀") + ["for ", "if ", "    ", "lambda", "\r\n"]
+    pieces = [*list("()[]:,.=+-* \n\t'\"#xk0é😀"), "for ", "if ", "    ", "lambda", "\r\n"]
     result = p(GEMM)
-    for step in range(400):
+    for step in range(200):
         text = result.source.text
         i = rng.randrange(len(text) + 1)
         j = min(len(text), i + rng.choice([0, 0, 1, 3]))
@@ -719,8 +737,72 @@ def test_reparse_of_a_clean_edit() -> None:
     assert_same(old, p(GEMM))
 
 
+def _valid_edit(rng: random.Random, text: str) -> tuple[int, int, str]:
+    """A random edit that usually keeps the text free of syntax errors (char indices)."""
+    lines = text.split("\n")
+    k = rng.randrange(len(lines))
+    start = sum(len(line) + 1 for line in lines[:k])
+    line = lines[k]
+    end = start + len(line)
+    indent = " " * (len(line) - len(line.lstrip()))
+    digits = [m.start() for m in re.finditer(r"\d", line)]
+    choice = rng.randrange(6)
+    if choice == 0 and digits:
+        at = start + rng.choice(digits)
+        return at, at + 1, str(rng.randrange(10))
+    if choice == 1:
+        return end, end, rng.choice(["\n", "  # é😀 note", " "])
+    if choice == 2 and line.strip():
+        new = rng.choice(["x = 1", "y = lambda: 0", "import os", "w = f(a, k=1)", "z = 'é'"])
+        return start, start, f"{indent}{new}\n"
+    if choice == 3 and line.strip() and not line.rstrip().endswith(":") and k + 1 < len(lines):
+        following = lines[k + 1]
+        if len(following) - len(following.lstrip()) <= len(indent):
+            return start, end + 1, ""
+    if choice == 4:
+        commas = [m.end() for m in re.finditer(",", line)]
+        if commas:
+            at = start + rng.choice(commas)
+            return at, at, " "
+    return end, end, ""
+
+
+def test_reparse_reuses_untouched_statements_and_stays_exact() -> None:
+    rng = random.Random(11)
+    base = GEMM + GEMM.replace("def gemm(", "def gemm2(")
+    result = p(base)
+    reused = 0
+    for _ in range(150):
+        text = result.source.text
+        i, j, new = _valid_edit(rng, text)
+        start, end = len(text[:i].encode()), len(text[:j].encode())
+        incremental = reparse(result, start, end, new)
+        full = p(text[:i] + new + text[j:])
+        assert_same(incremental, full)
+        before = [s for s in result.module.body if s.span.end.offset < start]
+        reused += sum(1 for s in incremental.module.body if any(s is b for b in before))
+        result = incremental if full.tree.root_node.has_error is False else p(base)
+    assert reused > 50
+
+
+def test_statements_before_an_edit_are_the_same_objects() -> None:
+    text = GEMM + GEMM.replace("def gemm(", "def gemm2(")
+    old = p(text)
+    at = text.index("regs=232", len(GEMM)) + len("regs=")
+    new = reparse(old, at, at + 3, "200")
+    assert new.module.body[2] is old.module.body[2]  # the first kernel is untouched
+    assert_same(new, p(new.source.text))
+    # an edit in the first kernel moves the second one: equal to a full parse, new objects
+    at = text.index("ab.commit()") + len("ab.commit()")
+    moved = reparse(old, at, at, "\n            x = 1")
+    assert moved.module.body[0] is old.module.body[0]  # re-used, so incremental
+    assert_same(moved, p(moved.source.text))
+    assert moved.module.body[5] is not old.module.body[5]
+    assert moved.module.body[5].span.start.line == old.module.body[5].span.start.line + 1
+
+
 def test_document_applies_utf16_ranges() -> None:
-    doc = Document('s = "😀"; t = 1\nu = 2\n', "d.cake")
+    doc = Document('s = "😀"; t = 1\nu = 2\n', "k.cake")
     # replace `1` on line 0: the emoji counts as two UTF-16 units
     col = len('s = "😀"; t = ') + 1
     doc.apply_change(0, col, 0, col + 1, "42")
@@ -734,7 +816,7 @@ def test_document_applies_utf16_ranges() -> None:
     doc.apply_change(5, 0, 5, 0, "w = 3\n")  # past the end: appended
     assert doc.text.endswith("w = 3\n")
     doc.replace_all("x = 1\n")
-    assert doc.result.diagnostics == [] and doc.result.source.path == "d.cake"
+    assert doc.result.diagnostics == [] and doc.result.source.path == "k.cake"
 
 
 def test_document_columns_past_the_line_end_clamp() -> None:
@@ -744,7 +826,7 @@ def test_document_columns_past_the_line_end_clamp() -> None:
 
 
 def test_document_typing_a_kernel_character_by_character() -> None:
-    doc = Document("")
+    doc = Document("", "k.cake")
     line, col = 0, 0
     for ch in GEMM[:400]:
         doc.apply_change(line, col, line, col, ch)
@@ -758,8 +840,20 @@ def test_document_typing_a_kernel_character_by_character() -> None:
 
 # --- hygiene -------------------------------------------------------------------------------------
 def test_the_front_end_never_evaluates_text() -> None:
+    """No call in the front end can run user text (checked on our own source)."""
+    import ast as pyast
+
+    banned = {"eval", "exec", "compile", "literal_eval", "__import__", "import_module"}
     syntax = Path(__file__).resolve().parent.parent / "cake_core" / "syntax"
     for path in syntax.glob("*.py"):
-        code = path.read_text()
-        for banned in (r"\beval\(", r"\bexec\(", r"\bcompile\(", r"literal_eval", r"__import__"):
-            assert not re.search(banned, code), f"{path.name} uses {banned}"
+        tree = pyast.parse(path.read_text(), str(path))
+        for node in pyast.walk(tree):
+            if not isinstance(node, pyast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, pyast.Name) else None
+            if isinstance(func, pyast.Attribute) and not (
+                isinstance(func.value, pyast.Name) and func.value.id == "re"
+            ):
+                name = func.attr
+            assert name not in banned, f"{path.name}:{node.lineno} calls {name}"

@@ -139,6 +139,8 @@ class Evaluator(BuilderForms):
 
     # -- expressions ---------------------------------------------------------------------
     def expr(self, e: ast.Expr, targets: tuple[str, ...] = ()) -> Value:
+        if isinstance(e, ast.Invalid):  # the parser already reported it
+            return error_value(e.span)
         if isinstance(e, ast.Constant):
             return self._constant(e)
         if isinstance(e, ast.Name):

@@ -12,17 +12,22 @@ exceptions.  The steps:
    the text that is parsed again, so the statements around an error keep their AST.
 3. `convert` builds the AST from the tree, reporting constructs outside the subset (CK002).
 
-`ParseResult.tree` is the tree of the text as written (before any repair), which is what
-incremental re-parsing needs.  `reparse` re-uses it for an edit; when the new tree has an
-error it falls back to a full parse, so an incremental result always equals `parse` of
-the same text.
+`ParseResult.tree` is the tree of the text as written (before any repair; with NULs
+blanked), which is what incremental re-parsing needs.  `reparse` re-uses it for an edit,
+and re-uses the AST of every statement the edit did not touch (`reuse.py`).  When the new
+tree has an error it falls back to a full parse, so an incremental result always equals
+`parse` of the same text.
+
+Span conventions: a parenthesized expression has the span of what is inside the
+parentheses (as in Python's `ast`); a `FunctionDef` spans its decorators too; a rejected
+compound statement (`while`, `class`, ...) is reported at its header, up to the colon.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import tree_sitter_python
 from tree_sitter import Language, Parser, Tree
@@ -31,6 +36,8 @@ from cake_core.diagnostics.codes import INTERNAL_ERROR, INVALID_ENCODING, SYNTAX
 from cake_core.diagnostics.model import Diagnostic, sort_diagnostics
 from cake_core.syntax import ast
 from cake_core.syntax.convert import Converter
+from cake_core.syntax.expressions import MAX_REPORTED
+from cake_core.syntax.positions import PositionIndex
 from cake_core.syntax.recovery import (
     apply_repairs,
     error_diagnostics,
@@ -38,11 +45,15 @@ from cake_core.syntax.recovery import (
     find_repairs,
     flaw_diagnostic,
 )
+from cake_core.syntax.reuse import Edit, Key, Record, Reuse
 from cake_core.syntax.source import SourceFile
 
 __all__ = ["Document", "ParseResult", "parse", "reparse"]
 
+MAX_DIAGNOSTICS = 500
+"""A parse reports at most this many problems (past it the text is not a kernel anyway)."""
 _MAX_ENCODING_DIAGNOSTICS = 20
+_MAX_REPAIRS = 200
 _BLANKED = re.compile(rb"\x00+|(?:\xed[\xa0-\xbf][\x80-\xbf])+")
 """NUL runs and UTF-8-encoded lone surrogates (which valid UTF-8 never contains)."""
 
@@ -67,6 +78,8 @@ class ParseResult:
     """Syntax (CK001), subset (CK002) and encoding (CK003) problems, sorted by position."""
     tree: Tree
     """The tree-sitter tree of `source` as written, kept for incremental re-parsing."""
+    _records: dict[Key, Record] | None = field(default=None, repr=False, compare=False)
+    """What `reparse` may re-use of this parse (kept for clean parses only)."""
 
     @property
     def has_errors(self) -> bool:
@@ -86,9 +99,8 @@ def reparse(old: ParseResult, start_byte: int, old_end_byte: int, new_text: str)
     re-using the old tree (offsets are UTF-8 byte offsets into `old.source.data`)."""
     try:
         return _reparse(old, start_byte, old_end_byte, new_text)
-    except Exception as err:
-        source = old.source
-        return _internal_error(source, err)
+    except Exception:  # a fault in the incremental path: a full parse still gives the answer
+        return parse(_edited(old.source, start_byte, old_end_byte, new_text))
 
 
 class Document:
@@ -124,26 +136,36 @@ class Document:
 
 
 # --- implementation -----------------------------------------------------------------------
-def _build(source: SourceFile, tree: Tree | None) -> ParseResult:
-    """Parse `source`; `tree` is its already-parsed tree when the caller has one."""
+def _build(source: SourceFile, tree: Tree | None, reuse: Reuse | None = None) -> ParseResult:
+    """Parse `source`; `tree` is its already-parsed tree when the caller has one, and
+    `reuse` the previous parse's statements when that tree came from an edit."""
     data = source.data
-    diagnostics, blanked = _encoding_problems(source)
+    index = PositionIndex(source)
+    diagnostics, blanked = _encoding_problems(source, index)
     parse_data = blanked if blanked is not None else data
     if tree is None:
         tree = _parser().parse(parse_data)
     root = tree.root_node
+    records: dict[Key, Record] | None = None
     if not root.has_error:
-        converter = Converter(source, parse_data)
+        converter = Converter(source, parse_data, index=index)
+        if blanked is None:
+            converter.reuse = reuse
+            converter.records = records = {}
         module = converter.module(root)
+        if len(converter.diagnostics) >= MAX_REPORTED:
+            records = None
     else:
         flaws = find_repairs(parse_data, error_ranges(root))
-        if flaws:
+        if flaws and len(flaws) <= _MAX_REPAIRS:
             repaired, patch_map = apply_repairs(parse_data, flaws)
-            converter = Converter(source, repaired, patch_map)
-            diagnostics.extend(flaw_diagnostic(source, f) for f in flaws)
+            converter = Converter(source, repaired, patch_map, index)
+            diagnostics.extend(flaw_diagnostic(f, index.span) for f in flaws)
             fixed_root = _parser().parse(repaired).root_node
         else:
-            converter = Converter(source, parse_data)
+            # No repair, or so many that the text is not code: one parse is enough.
+            diagnostics.extend(flaw_diagnostic(f, index.span) for f in flaws[:MAX_DIAGNOSTICS])
+            converter = Converter(source, parse_data, index=index)
             fixed_root = root
         diagnostics.extend(error_diagnostics(fixed_root, converter.data, converter.span_bytes))
         module = converter.module(fixed_root)
@@ -152,7 +174,12 @@ def _build(source: SourceFile, tree: Tree | None) -> ParseResult:
         diagnostics = _drop_syntax_errors_on_bad_bytes(diagnostics)
     path = source.path
     final = sort_diagnostics([d if d.path == path else d.with_path(path) for d in diagnostics])
-    return ParseResult(source, module, final, tree)
+    if len(final) > MAX_DIAGNOSTICS:
+        last = final[MAX_DIAGNOSTICS]
+        final = final[:MAX_DIAGNOSTICS]
+        final.append(replace(last, message="further problems in this file are not shown",
+                             notes=(), fixes=(), related=()))
+    return ParseResult(source, module, final, tree, records)
 
 
 def _reparse(old: ParseResult, start: int, old_end: int, new_text: str) -> ParseResult:
@@ -194,8 +221,25 @@ def _reparse(old: ParseResult, start: int, old_end: int, new_text: str) -> Parse
     if new_tree.root_node.has_error:
         # Error recovery may differ between incremental and full parses; a full parse
         # keeps `reparse` and `parse` equal.  It is cheap at editor file sizes.
-        new_tree = None
-    return _build(new_source, new_tree)
+        return _build(new_source, None)
+    reuse = None
+    if old._records is not None:
+        edit = Edit(start, old_end, start + len(inserted), start_pos.line, end_pos.line,
+                    new_end_pos.line)
+        reuse = Reuse(old._records, edit)
+    return _build(new_source, new_tree, reuse)
+
+
+def _edited(source: SourceFile, start: int, end: int, new_text: str) -> SourceFile:
+    data = source.data
+    start = _char_boundary(data, max(0, min(start, len(data))))
+    end = _char_boundary(data, max(start, min(end, len(data))))
+    new = data[:start] + new_text.encode("utf-8", errors="surrogatepass") + data[end:]
+    try:
+        text = new.decode("utf-8", errors="surrogatepass")
+    except UnicodeDecodeError:
+        text = new.decode("utf-8", errors="replace")
+    return SourceFile(text, source.path)
 
 
 def _char_boundary(data: bytes, offset: int) -> int:
@@ -205,7 +249,8 @@ def _char_boundary(data: bytes, offset: int) -> int:
     return offset
 
 
-def _encoding_problems(source: SourceFile) -> tuple[list[Diagnostic], bytes | None]:
+def _encoding_problems(source: SourceFile,
+                       index: PositionIndex) -> tuple[list[Diagnostic], bytes | None]:
     """CK003 diagnostics, and the buffer with NULs and surrogates blanked (None if clean)."""
     data = source.data
     runs: list[tuple[int, int, str]] = []
@@ -228,11 +273,11 @@ def _encoding_problems(source: SourceFile) -> tuple[list[Diagnostic], bytes | No
             else f"{what}{'s' if end - start > (1 if what.startswith('NUL') else 3) else ''} "
             "in the text"
         )
-        out.append(INVALID_ENCODING.at(source.span(start, end), message))
+        out.append(INVALID_ENCODING.at(index.span(start, end), message))
     if len(runs) > _MAX_ENCODING_DIAGNOSTICS:
         start, end, _ = runs[_MAX_ENCODING_DIAGNOSTICS]
         out.append(INVALID_ENCODING.at(
-            source.span(start, end),
+            index.span(start, end),
             f"{len(runs) - _MAX_ENCODING_DIAGNOSTICS} more encoding problems not shown",
         ))
     return out, blanked

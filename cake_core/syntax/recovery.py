@@ -19,7 +19,7 @@ from tree_sitter import Node as TSNode
 
 from cake_core.diagnostics.codes import SYNTAX_ERROR
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, TextEdit
-from cake_core.syntax.source import SourceFile, Span
+from cake_core.syntax.source import Span
 from cake_core.syntax.tokens import Flaw, scan
 
 SpanOf = Callable[[int, int], Span]
@@ -116,13 +116,13 @@ def apply_repairs(data: bytes, flaws: list[Flaw]) -> tuple[bytes, PatchMap]:
     return b"".join(parts), PatchMap(tuple(starts), tuple(flaws), tuple(shifts))
 
 
-def flaw_diagnostic(source: SourceFile, flaw: Flaw) -> Diagnostic:
-    span = source.span(flaw.start, flaw.end)
+def flaw_diagnostic(flaw: Flaw, span_of: SpanOf) -> Diagnostic:
+    span = span_of(flaw.start, flaw.end)
     fixes: tuple[Fix, ...] = ()
     if flaw.fixable:
-        edit_span = source.span(flaw.at, flaw.at + flaw.remove)
+        edit_span = span_of(flaw.at, flaw.at + flaw.remove)
         new_text = "" if flaw.kind == "unmatched" else flaw.insert.decode()
-        title = f"delete `{source.snippet(edit_span)}`" if not new_text else f"insert `{new_text}`"
+        title = "delete the bracket" if not new_text else f"insert `{new_text}`"
         if flaw.kind == "mismatched":
             title = f"replace with `{new_text}`"
         fixes = (Fix(title, (TextEdit(edit_span, new_text),), Applicability.SAFE),)
@@ -140,7 +140,7 @@ def error_diagnostics(root: TSNode, data: bytes, span_of: SpanOf) -> list[Diagno
         if node.is_missing:
             out.append(_missing(node, span_of))
             count += 1
-        elif node.is_error:
+        elif node.is_error and not _wraps_statements(node):
             out.append(_error(node, data, span_of))
             count += 1
         else:
@@ -152,6 +152,20 @@ def error_diagnostics(root: TSNode, data: bytes, span_of: SpanOf) -> list[Diagno
             ))
             break
     return out
+
+
+def _wraps_statements(node: TSNode) -> bool:
+    """An ERROR that holds whole statements around a smaller ERROR (a stray `else`):
+    the smaller one is the problem, and the statements are converted as usual."""
+    inner_error = False
+    statement = False
+    for child in node.children:
+        kind = child.type
+        if child.has_error:
+            inner_error = True
+        if kind.endswith("_statement") or kind.endswith("_definition"):
+            statement = True
+    return inner_error and statement
 
 
 def _missing(node: TSNode, span_of: SpanOf) -> Diagnostic:
@@ -184,6 +198,22 @@ def _error(node: TSNode, data: bytes, span_of: SpanOf) -> Diagnostic:
     first, last = children[0], children[-1]
     nxt = _sibling(node, forward=True)
     prev = _sibling(node, forward=False)
+    stray = next((c for c in children if c.type in _CONTINUATIONS and _starts_line(c, data)),
+                 None)
+    if stray is not None:
+        return SYNTAX_ERROR.at(
+            span_of(stray.start_byte, stray.end_byte),
+            f"`{stray.type}` without a matching `{_CONTINUATIONS[stray.type]}` "
+            "at the same indentation",
+        )
+    conditional = _conditional_without_else(children, prev)
+    if conditional is not None:
+        return SYNTAX_ERROR.at(
+            span_of(conditional.start_byte,
+                    _line_end(data, conditional.start_byte, node.end_byte)),
+            "expected `else` in the conditional expression: `a if test else b` needs both "
+            "branches",
+        )
     if last.is_named and not last.is_error and _same_line(last, nxt) and nxt is not None \
             and nxt.is_named:
         return _missing_separator(last, nxt, data, span_of)
@@ -213,6 +243,25 @@ def _error(node: TSNode, data: bytes, span_of: SpanOf) -> Diagnostic:
 
 
 _CLOSERS = frozenset({")", "]", "}", ":", ","})
+_CONTINUATIONS = {"else": "if", "elif": "if", "except": "try", "finally": "try"}
+
+
+def _starts_line(node: TSNode, data: bytes) -> bool:
+    line_start = data.rfind(b"\n", 0, node.start_byte) + 1
+    return not data[line_start : node.start_byte].strip()
+
+
+def _conditional_without_else(children: list[TSNode], prev: TSNode | None) -> TSNode | None:
+    """The `if` of `a if test` (no `else`) among an ERROR's tokens, if there is one."""
+    if any(c.type == "else" for c in children):
+        return None
+    for i, child in enumerate(children):
+        if child.type != "if":
+            continue
+        before = children[i - 1] if i > 0 else prev
+        if before is not None and before.is_named and _same_line(before, child):
+            return child
+    return None
 
 
 def _dangling_operator(node: TSNode) -> TSNode | None:

@@ -1,0 +1,10 @@
+# expect: CK206 6
+# bug: clusters need sm_90
+BR, BC = 64, 128
+R, C = dim("R"), dim("C", multiple_of=8)
+
+@kernel(arch="sm_80", grid=(cdiv(R, BR), cdiv(C, BC)), warps=4, cluster=(2, 1))
+def scale(X: Tensor[f16, (R, C)], Y: Tensor[f16, (R, C)]):
+    with role("work", warps=range(0, 4)):
+        x = load(X.tile((BR, BC), (block.x, block.y)))
+        store(Y.tile((BR, BC), (block.x, block.y)), x * 2.0)

@@ -1,0 +1,25 @@
+# expect: CK210 22
+# bug: an N-major fp8 B operand: fp8 wgmma reads K-major only
+BM, BN, BK, STAGES = 128, 128, 128, 4
+M, N = dim("M"), dim("N", multiple_of=16)
+K = dim("K", multiple_of=16)
+
+@kernel(arch="sm_90a", grid=(cdiv(M, BM), cdiv(N, BN)), warps=12)
+def gemm_fp8(A: Tensor[e4m3, (M, K)], B: Tensor[e4m3, (K, N)], C: Tensor[bf16, (M, N)]):
+    sa = smem(e4m3, (STAGES, BM, BK), layout=swizzle(128))
+    sb = smem(e4m3, (STAGES, BK, BN), layout=swizzle(128))
+    ab = pipeline(stages=STAGES, producer="load", consumer="mma")
+    with role("load", warps=range(0, 4), regs=40):
+        for k in range(cdiv(K, BK)):
+            s = ab.acquire()
+            tma_load(sa[s], A.tile((BM, BK), (block.x, k)), ab)
+            tma_load(sb[s], B.tile((BK, BN), (k, block.y)), ab)
+            ab.commit()
+    with role("mma", warps=range(4, 12), regs=232):
+        acc = fragment(f32, (BM, BN), layout=wgmma_acc)
+        for k in range(cdiv(K, BK)):
+            s = ab.wait()
+            wgmma(acc, sa[s], sb[s])
+            wgmma_wait(0)
+            ab.release()
+        store(C.tile((BM, BN), (block.x, block.y)), cast(acc, bf16))
