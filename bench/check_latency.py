@@ -32,7 +32,7 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def measure(name: str, text: str, repeat: int) -> dict[str, object]:
-    full, check, incr = [], [], []
+    full, typed, check, incr = [], [], [], []
     src = SourceFile(text, name)
     base = parse(src)
     # a one-character edit in the middle of the file: insert a space before a newline
@@ -41,17 +41,21 @@ def measure(name: str, text: str, repeat: int) -> dict[str, object]:
         t0 = time.perf_counter()
         parse(SourceFile(text, name))
         t1 = time.perf_counter()
+        check_source(SourceFile(text, name), passes=())
+        t1b = time.perf_counter()
         check_source(SourceFile(text, name))
         t2 = time.perf_counter()
         reparse(base, mid, mid, " " if i % 2 == 0 else "\t")
         t3 = time.perf_counter()
         full.append((t1 - t0) * 1e3)
-        check.append((t2 - t1) * 1e3)
+        typed.append((t1b - t1) * 1e3)
+        check.append((t2 - t1b) * 1e3)
         incr.append((t3 - t2) * 1e3)
     return {
         "name": name,
         "lines": text.count("\n"),
         "parse_p50_ms": statistics.median(full), "parse_p95_ms": pct(full, 0.95),
+        "typecheck_p50_ms": statistics.median(typed), "typecheck_p95_ms": pct(typed, 0.95),
         "check_p50_ms": statistics.median(check), "check_p95_ms": pct(check, 0.95),
         "reparse_p50_ms": statistics.median(incr), "reparse_p95_ms": pct(incr, 0.95),
     }
@@ -65,19 +69,21 @@ def main() -> None:
              for p in sorted((ROOT / "examples").glob("*.cake"))]
     cases += [("synthetic-200", synthetic(200)), ("synthetic-2000", synthetic(2000))]
     rows = [measure(n, t, args.repeat) for n, t in cases]
-    head = f"{'file':<28}{'lines':>6}  {'parse p50/p95':>15}  {'check p50/p95':>15}  " \
-           f"{'reparse p50/p95':>16}"
+    head = f"{'file':<26}{'lines':>6}  {'parse p50/p95':>15}  {'+types p50/p95':>15}  " \
+           f"{'+verify p50/p95':>15}  {'reparse p50/p95':>16}"
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['name']:<28}{r['lines']:>6}  "
+        print(f"{r['name']:<26}{r['lines']:>6}  "
               f"{r['parse_p50_ms']:>6.2f}/{r['parse_p95_ms']:<6.2f} ms "
+              f"{r['typecheck_p50_ms']:>6.2f}/{r['typecheck_p95_ms']:<6.2f} ms "
               f"{r['check_p50_ms']:>6.2f}/{r['check_p95_ms']:<6.2f} ms "
               f"{r['reparse_p50_ms']:>6.3f}/{r['reparse_p95_ms']:<6.3f} ms")
     out = ROOT / "bench" / "results" / "check_latency.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"repeat": args.repeat, "rows": rows}, indent=2) + "\n")
-    print(f"\nwrote {out.relative_to(ROOT)}; check = parse + IR build + type check + verifier")
+    print(f"\nwrote {out.relative_to(ROOT)}; +types = parse + IR build + type check; "
+          "+verify = that plus every verifier pass")
 
 
 if __name__ == "__main__":

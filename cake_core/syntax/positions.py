@@ -15,12 +15,9 @@ import bisect
 from cake_core.syntax.source import Position, SourceFile, Span
 
 
-def new_position(offset: int, line: int, col_byte: int, col_utf16: int) -> Position:
-    return Position(offset, line, col_byte, col_utf16)
-
-
-def new_span(start: Position, end: Position) -> Span:
-    return Span(start, end)
+#: Constructors under the names the converters use (plain NamedTuple construction).
+new_position = Position
+new_span = Span
 
 
 class PositionIndex:
