@@ -14,7 +14,6 @@ import bisect
 
 from cake_core.syntax.source import Position, SourceFile, Span
 
-
 #: Constructors under the names the converters use (plain NamedTuple construction).
 new_position = Position
 new_span = Span
