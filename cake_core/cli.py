@@ -39,6 +39,13 @@ LAZY_COMMANDS: dict[str, str] = {
     "cost": "cake_core.commands.cost:cost",
     "calibrate": "cake_core.commands.calibrate:calibrate",
     "run": "cake_core.commands.run:run",
+    "bench": "cake_core.commands.bench:bench",
+    "lower": "cake_core.commands.lower:lower",
+    "compile": "cake_core.commands.compile:compile_cmd",
+    "evolve": "cake_core.commands.evolve:evolve",
+    "runs": "cake_core.commands.runs:runs",
+    "failures": "cake_core.commands.failures:failures",
+    "promote": "cake_core.commands.promote:promote",
 }
 
 

@@ -26,7 +26,8 @@ from cake_core.diagnostics.codes import FixAvailability, Rule
 RULES_DIR = Path(__file__).resolve().parent.parent / "docs" / "rules"
 SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety")
 NUL_STAND_IN = "\u2400"
-DYNAMIC_MARKER = "<!-- dynamic: found by the simulator -->"
+DYNAMIC_MARKER = "<!-- dynamic:"
+"""Pages of findings made by running something (the simulator, the compiler, the GPU)."""
 RULES = [r for r in codes.all_rules() if r.origin == "cake"]
 
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
@@ -37,8 +38,9 @@ class RulePage:
     title: str
     sections: dict[str, str]
     dynamic: bool = False
-    """Found by the simulator (the page starts with DYNAMIC_MARKER): tests/sim checks its
-    examples by simulating them, so the static check here does not apply."""
+    """Found dynamically (the page starts with DYNAMIC_MARKER): the simulator's, the
+    compiler's and the runner's tests run those examples, so the static check here does
+    not apply."""
 
     def python_block(self, section: str) -> str | None:
         """The first fenced python block of a section, or None."""
@@ -51,7 +53,7 @@ class RulePage:
 def read_page(path: Path) -> RulePage:
     text = path.read_text(encoding="utf-8")
     lines = text.split("\n")
-    dynamic = lines[0].strip() == DYNAMIC_MARKER
+    dynamic = lines[0].strip().startswith(DYNAMIC_MARKER)
     while lines and lines[0].startswith("<!--"):  # page markers precede the title
         lines = lines[1:]
     title = lines[0]
@@ -112,7 +114,7 @@ def test_page_structure(rule: Rule) -> None:
 def test_examples_are_true(rule: Rule) -> None:
     page = page_of(rule)
     if page.dynamic:
-        pytest.skip("a simulator finding: tests/sim/test_sim_rule_examples.py runs its examples")
+        pytest.skip("a dynamic finding: tests/sim, tests/lower and tests/run run its examples")
     bad = page.python_block("Example")
     good = page.python_block("Use instead")
     assert bad is not None and good is not None

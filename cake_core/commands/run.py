@@ -3,8 +3,9 @@
 KERNEL is a .cake file, optionally `file.cake::kernel_name`.  With `--sim` the kernel runs
 in the CPU simulator on the task's small shapes (or `--dims`), under `--schedules`
 interleavings; each shape passes or fails, with its worst errors, and the simulator's
-findings are printed as `cake check` prints diagnostics.  The GPU path (without `--sim`)
-needs the GPU runner, which this build does not have yet.
+findings are printed as `cake check` prints diagnostics.  Without `--sim` the kernel runs
+on the GPU through the runner (cake_core/run/, docs/running.md) on the task's GPU shapes:
+the same checks as `cake bench`, without timing; with no GPU it says so and exits 2.
 
 Exit status: 0 every shape passes with no error finding, 1 a shape fails or a finding is
 an error, 2 usage problems (unknown task, bad dims, a kernel that does not type-check).
@@ -48,7 +49,8 @@ def parse_dims(text: str) -> dict[str, int]:
 @click.argument("kernel", metavar="KERNEL")
 @click.option("--task", "task_name", required=True,
               help="Task name (examples/tasks/NAME.py) or a task file path.")
-@click.option("--sim", is_flag=True, help="Run in the CPU simulator.")
+@click.option("--sim", is_flag=True,
+              help="Run in the CPU simulator (without it: on the GPU, through the runner).")
 @click.option("--dims", "dims", metavar="NAME=INT,...",
               help="One shape to run instead of the task's shapes, e.g. M=256,N=256,K=128.")
 @click.option("--schedules", type=click.IntRange(1, 64), default=2, show_default=True,
@@ -64,9 +66,10 @@ def run(kernel: str, task_name: str, sim: bool, dims: str | None, schedules: int
     Reports pass/fail per shape with the max abs/rel error, and the findings of the run.
     """
     if not sim:
-        raise click.UsageError(
-            "only --sim is available: running on a GPU needs the GPU runner, which this build "
-            "does not include yet; add --sim to run in the CPU simulator")
+        from cake_core.commands.bench import run_gpu
+
+        run_gpu(kernel, task_name, dims, seed, fmt)  # exits
+        return
     from cake_core.check import check_source
     from cake_core.sim.engine import launch_dims
     from cake_core.sim.program import SimKernel, SimSetupError

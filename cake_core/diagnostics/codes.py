@@ -6,7 +6,8 @@ failing and a passing example (a test checks that each page exists and has both)
 
 Ranges:  CK0xx syntax and the accepted subset, CK1xx names and types,
 CK2xx resources, CK3xx synchronization, CK4xx layouts and memory access,
-CK5xx simulation findings, CK9xx faults inside the compiler or a plugin.
+CK5xx simulation findings, CK6xx compile findings, CK7xx GPU execution findings,
+CK9xx faults inside the compiler or a plugin.
 Plugins register their own codes with a prefix of their own (e.g. `KM101`).
 """
 
@@ -324,6 +325,31 @@ RESOURCE_MISMATCH = _builtin(
 PTXAS_WARNING = _builtin(
     "CK608", "compiler-warning",
     "Another warning nvcc or ptxas gave about the generated code.",
+    severity=Severity.WARNING)
+
+
+# --- CK7xx: GPU execution findings (cake_core/run/) ----------------------------------------
+GPU_WRONG_RESULT = _builtin(
+    "CK701", "gpu-wrong-result",
+    "On the GPU, an output differs from the task's reference beyond its tolerance.")
+GPU_UNWRITTEN_OUTPUT = _builtin(
+    "CK702", "gpu-unwritten-output",
+    "On the GPU, output elements still hold the poison the runner filled them with.")
+GPU_INPUT_MODIFIED = _builtin(
+    "CK703", "gpu-input-modified",
+    "The kernel changed an input tensor on the GPU.")
+GPU_RECHECK_FAILED = _builtin(
+    "CK704", "gpu-recheck-failed",
+    "The output was right before the timing loop and wrong when checked again after it.")
+GPU_RUNTIME_ERROR = _builtin(
+    "CK705", "gpu-runtime-error",
+    "The launch failed, or the kernel faulted or crashed its process on the GPU.")
+GPU_TIMEOUT = _builtin(
+    "CK706", "gpu-timeout",
+    "The kernel made no progress within the runner's timeout and was killed.")
+GPU_SUSPICIOUS_TIMING = _builtin(
+    "CK707", "gpu-suspicious-timing",
+    "A time below the shape's roofline floor, or over 10x faster than the baseline.",
     severity=Severity.WARNING)
 
 

@@ -1,0 +1,129 @@
+"""Build a lowered kernel and its launcher into a shared library the runner can call.
+
+`nvcc -shared -Xcompiler -fPIC` on the lowered .cu plus a small runtime shim (error strings,
+turning off the persisting-L2 carve-out), for the GPU that will run it.  nvcc is found as
+`cake compile` finds it (`cake_core.lower.toolchain`).  Libraries are cached by the
+SHA-256 of the source, the flags and the nvcc version under the toolchain's cache
+directory (`lib/`), so re-running a benchmark, or a candidate an agent already built,
+costs a hash and a file lookup.
+
+Targets: an `sm_90a` / `sm_100a` kernel needs exactly that GPU (the `a` features do not carry
+to other generations); a kernel written for an older architecture (`sm_80` mma.sync,
+cp.async) is compiled for the GPU it runs on, because SASS does not carry across major
+generations and JIT-compiling PTX at load time would hide compile problems until launch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from cake_core.hardware import get_arch
+from cake_core.lower.toolchain import NOT_FOUND, Toolchain, cache_dir, find_toolchain
+
+RUNTIME_SHIM = r"""
+// ---- appended by cake_core/run/build.py: runtime helpers the Python runner calls ----------
+extern "C" const char* cake_runtime_error_string(int code) {
+  return cudaGetErrorString(static_cast<cudaError_t>(code));
+}
+// No persisting-L2 carve-out: nothing may stay resident in L2 across the runner's flush.
+extern "C" int cake_runtime_setup(void) {
+  cudaError_t err = cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
+  if (err == cudaErrorUnsupportedLimit || err == cudaErrorNotSupported) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (err != cudaSuccess) return static_cast<int>(err);
+  return static_cast<int>(cudaCtxResetPersistingL2Cache());
+}
+"""
+
+NVCC_FLAGS = ("-shared", "-Xcompiler", "-fPIC", "-O3", "-std=c++17", "-lineinfo")
+
+
+class BuildError(Exception):
+    """nvcc is missing or rejected the code; `log` holds its output."""
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
+@dataclass(frozen=True)
+class Library:
+    path: Path
+    target: str
+    cached: bool
+
+
+def nvcc_target(kernel_arch: str, device_cc: tuple[int, int] | None) -> str:
+    """The `sm_XY[a]` to compile for: the kernel's own, or the device's for older code.
+
+    Raises BuildError when the device cannot run the kernel at all.
+    """
+    spec = get_arch(kernel_arch)
+    if spec is None:
+        raise BuildError(f"unknown kernel architecture {kernel_arch!r}")
+    if device_cc is None:
+        return spec.name
+    need = spec.compute_capability
+    if spec.name.endswith("a"):
+        if device_cc != need:
+            raise BuildError(f"a {spec.name} kernel runs only on compute capability "
+                             f"{need[0]}.{need[1]}; this GPU is {device_cc[0]}.{device_cc[1]}")
+        return spec.name
+    if device_cc < need:
+        raise BuildError(f"a {spec.name} kernel needs compute capability {need[0]}.{need[1]} "
+                         f"or newer; this GPU is {device_cc[0]}.{device_cc[1]}")
+    return f"sm_{device_cc[0]}{device_cc[1]}"
+
+
+def gencode(target: str) -> list[str]:
+    compute = "compute_" + target[3:]
+    return ["-gencode", f"arch={compute},code={target}"]
+
+
+def build_library(cu_text: str, target: str, *, name: str = "kernel",
+                  toolchain: Toolchain | None = None, cache: Path | None = None,
+                  timeout: float = 600.0) -> Library:
+    """Compile `cu_text` (+ the runtime shim) for `target` into a cached shared library."""
+    tc = toolchain or find_toolchain()
+    if tc is None:
+        raise BuildError(NOT_FOUND)
+    source = cu_text + RUNTIME_SHIM
+    flags = [*NVCC_FLAGS, *gencode(target)]
+    key = hashlib.sha256("\0".join([source, *flags, tc.version, "cake-run-lib/1"]).encode()
+                         ).hexdigest()
+    root = (cache if cache is not None else cache_dir()) / "lib"
+    safe = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:48]
+    out = root / f"{safe}-{target}-{key[:24]}.so"
+    if out.is_file():
+        return Library(out, target, True)
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="cake-build-") as tmp:
+        cu = Path(tmp) / f"{safe}.cu"
+        cu.write_text(source, encoding="utf-8")
+        so = Path(tmp) / f"{safe}.so"
+        cmd = [str(tc.nvcc), *flags, "-o", str(so), str(cu)]
+        env = dict(os.environ)
+        env["PATH"] = f"{tc.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                 check=False, env=env)
+        except subprocess.TimeoutExpired as exc:
+            raise BuildError(f"nvcc took longer than {timeout:.0f} s") from exc
+        except OSError as exc:
+            raise BuildError(f"cannot run {tc.nvcc}: {exc}") from exc
+        log = (res.stdout + res.stderr).replace(tmp + "/", "").strip()
+        if res.returncode != 0 or not so.is_file():
+            raise BuildError(f"nvcc failed (exit {res.returncode}) building {name} for "
+                             f"{target}", log)
+        staged = out.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(so, staged)
+        staged.replace(out)  # atomic: a concurrent build of the same key writes the same bytes
+    return Library(out, target, False)

@@ -1,0 +1,448 @@
+"""The verification and timing contract for one candidate on one shape.
+
+Each rule closes a hole that kernel benchmarks have actually fallen into (docs/running.md
+tells the stories):
+
+1. Several seeds, each with its own inputs and reference; outputs are filled with 0xFF
+   bytes (NaN in every float format, -1 in every integer) before every checked launch, so
+   an element the kernel never writes cannot pass by inheriting an old answer.
+2. Candidate, then the baseline (the "reference" on the device), then the candidate again:
+   a kernel that returns whatever memory the reference left behind, or is right only on
+   its first call, fails the second launch.
+3. Inputs are compared with what was uploaded after the checked launches and again after
+   timing: a kernel that scribbles on its inputs is caught even when its output is right.
+4. Timing only for a correct kernel: warmup, then rounds alternating the candidate and the
+   baseline in the same process and stream; an L2 flush (a fill of a buffer of at least
+   twice the L2) before every timed call; CUDA events around each call; the result is
+   the median of the round medians with the coefficient of variation of all calls.
+5. Correctness re-checked after the timing loop, with fresh poison: state kept across
+   calls or a race that only shows under back-to-back launches fails here.
+6. The time is set against the shape's roofline floor and the baseline: below the floor,
+   or more than 10x faster than the library, is flagged as suspicious, never celebrated.
+
+The protocol talks to a `Device` and a `Launchable` only, so FakeDevice tests exercise it
+exactly as a GPU run does.  Running it in a subprocess with a timeout is `runner.py`'s job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from cake_core.run.baselines import Baseline, PreparedBaseline
+from cake_core.run.device import Device, DeviceFault, LaunchError
+from cake_core.run.kernels import Launchable
+from cake_core.run.results import (
+    FLAG_BASELINE_MISMATCH,
+    FLAG_FAKE,
+    FLAG_NONDETERMINISTIC,
+    Finding,
+    ShapeResult,
+    Workload,
+)
+from cake_core.run.tensors import (
+    POISON_BYTE,
+    RunSetupError,
+    TensorSpec,
+    from_storage,
+    poisoned_mask,
+    to_storage,
+)
+from cake_core.tasks import Arrays, Comparison, Task
+
+Progress = Callable[[str, bool], None]
+"""progress(phase, host): called as each phase starts; `host` marks CPU-side phases
+(generating inputs, the numpy reference, judging outputs) that a kernel's timeout must not
+count."""
+
+CK_WRONG = "CK701"
+CK_UNWRITTEN = "CK702"
+CK_INPUT_MODIFIED = "CK703"
+CK_RECHECK = "CK704"
+CK_RUNTIME = "CK705"
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    warmup: int = 3
+    rounds: int = 5
+    calls: int = 10
+    """Timed calls per side per round."""
+    enabled: bool = True
+
+
+@dataclass
+class _Set:
+    """One seed's inputs on the host and the device, its reference and its digests."""
+
+    seed: int
+    host: Arrays
+    want: Arrays
+    buffers: dict[str, Any]
+    digests: dict[str, str]
+    scalars: dict[str, Any]
+
+
+@dataclass
+class _Check:
+    """One checked launch: per-output comparisons and unwritten counts, output digests."""
+
+    comparisons: dict[str, Comparison]
+    unwritten: dict[str, tuple[int, tuple[int, ...] | None]]
+    digests: dict[str, str]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.comparisons.values())
+
+
+@dataclass
+class _Side:
+    rounds: list[float] = field(default_factory=list)
+    samples: list[float] = field(default_factory=list)
+    wall_ms: float = 0.0
+
+
+def _digest(raw: np.ndarray) -> str:
+    return hashlib.blake2b(np.ascontiguousarray(raw).view(np.uint8).data, digest_size=16
+                           ).hexdigest()
+
+
+class _ShapeRun:
+    def __init__(self, device: Device, kernel: Launchable, task: Task, dims: Mapping[str, int],
+                 rename: Mapping[str, str], progress: Progress) -> None:
+        self.device = device
+        self.kernel = kernel
+        self.task = task
+        self.dims = dict(dims)
+        self.rename = dict(rename)
+        self.back = {self.rename.get(n, n): n for n in task.outputs}
+        self.progress = progress
+        self.specs: dict[str, TensorSpec] = {s.name: s for s in kernel.specs}
+        self.outputs = [self.rename.get(n, n) for n in task.outputs]
+        self.allocated: list[Any] = []
+        self.stream = device.new_stream()
+        self.checks = 0
+
+    # --- setup -----------------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> Any:
+        buf = self.device.alloc(nbytes)
+        self.allocated.append(buf)
+        return buf
+
+    def make_set(self, seed: int) -> _Set:
+        host = self.task.inputs(self.dims, np.random.default_rng(seed))
+        want = self.task.reference(host, self.dims)
+        missing = [k for k in self.outputs if k not in self.specs]
+        if missing:
+            raise RunSetupError(f"the kernel has no tensor for the task's output(s) "
+                                f"{', '.join(missing)}")
+        buffers: dict[str, Any] = {}
+        digests: dict[str, str] = {}
+        scalars: dict[str, Any] = {}
+        for name, value in host.items():
+            kname = self.rename.get(name, name)
+            spec = self.specs.get(kname)
+            if spec is None:
+                if np.ndim(value) == 0:
+                    scalars[kname] = value
+                    continue
+                raise RunSetupError(f"the task's input {name} has no tensor parameter "
+                                    f"`{kname}` in the kernel")
+            shape = spec.dims_shape(self.dims)
+            if tuple(np.shape(value)) != shape:
+                raise RunSetupError(f"input {name} has shape {tuple(np.shape(value))}, the "
+                                    f"kernel declares {shape} for {self._dims_text()}")
+            storage = to_storage(value, spec.dtype)
+            buf = self.alloc(storage.nbytes)
+            self.device.upload(buf, storage)
+            buffers[kname] = buf
+            digests[kname] = _digest(storage)
+        for kname in self.outputs:
+            spec = self.specs[kname]
+            shape = spec.dims_shape(self.dims)
+            w = want[self.back[kname]]
+            if tuple(np.shape(w)) != shape:
+                raise RunSetupError(f"the reference's {self.back[kname]} has shape "
+                                    f"{tuple(np.shape(w))}, the kernel declares {shape}")
+            buffers[kname] = self.alloc(spec.nbytes(self.dims))
+        unbound = [s for s in self.specs if s not in buffers]
+        if unbound:
+            raise RunSetupError(f"kernel tensor(s) {', '.join(unbound)} are neither inputs nor "
+                                f"outputs of task {self.task.name}")
+        return _Set(seed, host, want, buffers, digests, scalars)
+
+    def _dims_text(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.dims.items())
+
+    # --- checked launches ------------------------------------------------------------------
+    def poison(self, s: _Set) -> None:
+        for kname in self.outputs:
+            self.device.fill(s.buffers[kname], POISON_BYTE, self.specs[kname].nbytes(self.dims),
+                             self.stream)
+
+    def launch(self, s: _Set) -> None:
+        self.kernel.launch(self.device, s.buffers, self.dims, s.scalars, self.stream)
+
+    def checked(self, s: _Set) -> _Check:
+        """Poison, launch, wait, judge every output."""
+        self.checks += 1
+        self.progress("launch", False)
+        self.poison(s)
+        self.launch(s)
+        self.device.synchronize()
+        self.progress("judge", True)
+        comps: dict[str, Comparison] = {}
+        unwritten: dict[str, tuple[int, tuple[int, ...] | None]] = {}
+        digests: dict[str, str] = {}
+        for kname in self.outputs:
+            spec = self.specs[kname]
+            shape = spec.dims_shape(self.dims)
+            raw = self.device.download(s.buffers[kname], spec.nbytes(self.dims))
+            digests[kname] = _digest(raw)
+            got = from_storage(raw, spec.dtype, shape)
+            tname = self.back[kname]
+            comps[kname] = self.task.judge(tname, got, s.want[tname], s.host, self.dims,
+                                           spec.dtype.value)
+            mask = poisoned_mask(raw, spec.dtype, shape)
+            n = int(mask.sum())
+            first = tuple(int(i) for i in np.argwhere(mask)[0]) if n else None
+            unwritten[kname] = (n, first)
+        return _Check(comps, unwritten, digests)
+
+    def modified_inputs(self, s: _Set) -> list[Finding]:
+        out = []
+        for kname, digest in s.digests.items():
+            spec = self.specs[kname]
+            raw = self.device.download(s.buffers[kname], spec.nbytes(self.dims))
+            if _digest(raw) == digest:
+                continue
+            tname = next((t for t, k in self.rename.items() if k == kname), kname)
+            orig = to_storage(s.host[tname], spec.dtype).view(np.uint8).reshape(
+                -1, spec.dtype.bytes)
+            now = raw.reshape(-1, spec.dtype.bytes)
+            changed = np.any(orig != now, axis=1)
+            n = int(changed.sum())
+            idx = np.unravel_index(int(np.argmax(changed)), spec.dims_shape(self.dims))
+            where = ", ".join(str(int(i)) for i in idx)
+            out.append(Finding(CK_INPUT_MODIFIED,
+                               f"the kernel changed its input `{kname}`: {n} element(s) differ "
+                               f"from what was uploaded, first `{kname}[{where}]` "
+                               f"(seed {s.seed}, {self._dims_text()})",
+                               ["inputs are read-only: a kernel that writes them corrupts the "
+                                "caller's data and can fool a reference that runs after it"],
+                               {"tensor": kname, "changed": n, "first": [int(i) for i in idx],
+                                "seed": s.seed}))
+        return out
+
+
+def _output_findings(run: _ShapeRun, s: _Set, chk: _Check, when: str, code: str,
+                     extra: Sequence[str] = ()) -> list[Finding]:
+    out = []
+    for kname, c in chk.comparisons.items():
+        if c.passed:
+            continue
+        n_unwritten, first_unwritten = chk.unwritten[kname]
+        idx = ", ".join(str(i) for i in c.first_bad) if c.first_bad is not None else "?"
+        data = {"tensor": kname, "seed": s.seed, "dims": dict(run.dims), "bad": c.bad,
+                "unwritten": n_unwritten, "max_abs": c.max_abs, "max_rel": c.max_rel,
+                "first_bad": list(c.first_bad or ()), "when": when}
+        notes = list(extra)
+        if c.detail:
+            notes.append(c.detail)
+        this_code = code
+        if code == CK_WRONG and n_unwritten and n_unwritten >= c.bad:
+            this_code = CK_UNWRITTEN
+            where = ", ".join(str(i) for i in first_unwritten or ())
+            msg = (f"`{kname}` has {n_unwritten} element(s) the kernel never wrote "
+                   f"({when}, seed {s.seed}, {run._dims_text()}): `{kname}[{where}]` still "
+                   "holds the poison")
+            notes.append("every output element was filled with 0xFF bytes before the launch")
+        else:
+            got = "" if c.got is None else f" is {c.got:g}, the reference {c.want:g}"
+            msg = (f"`{kname}` differs from the reference at {c.bad} element(s) ({when}, seed "
+                   f"{s.seed}, {run._dims_text()}): `{kname}[{idx}]`{got}")
+            notes.append(f"max abs error {c.max_abs:.3g}, max rel error {c.max_rel:.3g}")
+            if n_unwritten:
+                notes.append(f"{n_unwritten} of the wrong elements were never written")
+        out.append(Finding(this_code, msg, notes, data))
+    return out
+
+
+def _worst(result: ShapeResult, chk: _Check) -> None:
+    for c in chk.comparisons.values():
+        if c.max_abs == c.max_abs:
+            result.max_abs = max(result.max_abs, c.max_abs)
+        if c.max_rel == c.max_rel:
+            result.max_rel = max(result.max_rel, c.max_rel)
+
+
+def run_shape(device: Device, kernel: Launchable, task: Task, dims: Mapping[str, int], *,
+              label: str = "", rename: Mapping[str, str] | None = None,
+              seeds: Sequence[int] = (0, 1), baseline: Baseline | None = None,
+              timing: TimingConfig | None = None, workload: Workload | None = None,
+              flush_bytes: int | None = None, progress: Progress | None = None) -> ShapeResult:
+    """Check, time and re-check `kernel` on one shape; never raises for a kernel's fault.
+
+    A fault that leaves the device unusable sets `device_lost` on the result.
+    """
+    timing = timing or TimingConfig()
+    progress = progress or (lambda _phase, _host: None)
+    result = ShapeResult(dict(dims), label, seeds=list(seeds), workload=workload)
+    result.baseline = baseline.description if baseline is not None else task.baseline
+    if device.fake:
+        result.flags.append(FLAG_FAKE)
+    run: _ShapeRun | None = None
+    prepared: PreparedBaseline | None = None
+    try:
+        kernel.check_dims(dims)
+        run = _ShapeRun(device, kernel, task, dims, rename or {}, progress)
+        sets = []
+        for seed in seeds:
+            progress(f"inputs and reference, seed {seed}", True)
+            sets.append(run.make_set(seed))
+        dtypes = {t: run.specs[run.rename.get(t, t)].dtype for t in
+                  [*sets[0].host, *task.outputs] if run.rename.get(t, t) in run.specs}
+        # candidate -> reference -> candidate
+        first = [run.checked(s) for s in sets]
+        if baseline is not None:
+            progress("baseline", False)
+            prepared = baseline.prepare(device, run.stream, sets[0].host, run.dims, dtypes)
+            prepared.launch()
+            device.synchronize()
+            got = prepared.outputs()
+            result.baseline_correct = all(
+                task.judge(n, got[n], sets[0].want[n], sets[0].host, run.dims,
+                           dtypes[n].value).passed for n in task.outputs if n in got)
+            if not result.baseline_correct:
+                result.flags.append(FLAG_BASELINE_MISMATCH)
+        second = [run.checked(s) for s in sets]
+        findings: list[Finding] = []
+        for s, a, b in zip(sets, first, second, strict=True):
+            _worst(result, a)
+            _worst(result, b)
+            if not a.passed:
+                findings += _output_findings(run, s, a, "first launch", CK_WRONG)
+            elif not b.passed:
+                findings += _output_findings(
+                    run, s, b, "second launch", CK_WRONG,
+                    ["the first launch on these inputs was right: a kernel must compute its "
+                     "whole output on every call (no state kept across calls)"])
+            elif a.digests != b.digests:
+                result.flags.append(FLAG_NONDETERMINISTIC)
+        progress("inputs unchanged?", True)
+        for s in sets:
+            findings += run.modified_inputs(s)
+        result.findings = findings
+        if findings:
+            result.correct, result.status = False, "wrong"
+            return result
+        if timing.enabled:
+            _time(run, sets, prepared, timing, flush_bytes, result)
+            progress("recheck", False)
+            for s in sets:
+                chk = run.checked(s)
+                _worst(result, chk)
+                if not chk.passed:
+                    result.findings += _output_findings(
+                        run, s, chk, "re-check after timing", CK_RECHECK,
+                        ["the output was right before the timing loop: state kept across "
+                         "calls, or a race that shows under back-to-back launches"])
+                progress("inputs unchanged?", True)
+                result.findings += run.modified_inputs(s)
+        result.correct = not result.findings
+        result.status = "ok" if result.correct else "wrong"
+        if not result.correct:
+            result.candidate_ms = None  # a time for a wrong kernel means nothing
+        result.assess()
+        return result
+    except RunSetupError as exc:
+        result.status, result.error = "error", str(exc)
+        return result
+    except LaunchError as exc:
+        _runtime(result, f"launch failed: {exc}", dims)
+        return result
+    except DeviceFault as exc:
+        _runtime(result, f"the GPU reported an error: {exc}", dims)
+        result.device_lost = True
+        return result
+    finally:
+        if prepared is not None:
+            prepared.release()
+        if run is not None and not result.device_lost:
+            for buf in run.allocated:
+                device.free(buf)
+
+
+def _runtime(result: ShapeResult, message: str, dims: Mapping[str, int]) -> None:
+    result.status, result.correct, result.error = "error", False, message
+    result.candidate_ms = None
+    text = ",".join(f"{k}={v}" for k, v in dims.items())
+    result.findings.append(Finding(CK_RUNTIME, f"{message} ({text})", [],
+                                   {"dims": dict(dims)}))
+
+
+def _time(run: _ShapeRun, sets: list[_Set], prepared: PreparedBaseline | None,
+          cfg: TimingConfig, flush_bytes: int | None, result: ShapeResult) -> None:
+    device = run.device
+    nflush = max(flush_bytes or 0, 2 * device.l2_bytes, 1)
+    flush = run.alloc(nflush)
+    n = max(1, cfg.calls)
+    starts = [device.new_event() for _ in range(n)]
+    ends = [device.new_event() for _ in range(n)]
+
+    def candidate(i: int) -> None:
+        run.launch(sets[i % len(sets)])
+
+    def base(i: int) -> None:
+        assert prepared is not None
+        prepared.launch()
+
+    sides: list[tuple[str, Callable[[int], None], _Side]] = [("candidate", candidate, _Side())]
+    if prepared is not None:
+        sides.append(("baseline", base, _Side()))
+    run.progress("warmup", False)
+    for w in range(cfg.warmup):
+        for _, fn, _side in sides:
+            device.fill(flush, w & 0xFF, nflush, run.stream)
+            fn(w)
+    device.synchronize()
+    for r in range(max(1, cfg.rounds)):
+        run.progress(f"round {r + 1}", False)
+        order = sides if r % 2 == 0 else list(reversed(sides))
+        for _, fn, side in order:
+            t0 = time.perf_counter()
+            for c in range(n):
+                # a fill of >= 2x L2 evicts whatever the previous call left there
+                device.fill(flush, (r + c) & 0xFF, nflush, run.stream)
+                device.record(starts[c], run.stream)
+                fn(c)
+                device.record(ends[c], run.stream)
+            device.synchronize()  # every stream of the device, not just ours
+            side.wall_ms += (time.perf_counter() - t0) * 1e3
+            times = [device.elapsed_ms(starts[c], ends[c]) for c in range(n)]
+            side.samples += times
+            side.rounds.append(statistics.median(times))
+    cand = sides[0][2]
+    result.candidate_ms = statistics.median(cand.rounds)
+    result.rounds_ms = list(cand.rounds)
+    result.cv = _cv(cand.samples)
+    result.overhead_ms = max(0.0, cand.wall_ms / len(cand.samples) - statistics.fmean(
+        cand.samples)) if not device.fake else None
+    if prepared is not None:
+        b = sides[1][2]
+        result.baseline_ms = statistics.median(b.rounds)
+        result.baseline_cv = _cv(b.samples)
+
+
+def _cv(samples: list[float]) -> float | None:
+    if len(samples) < 2:
+        return None
+    mean = statistics.fmean(samples)
+    return statistics.pstdev(samples) / mean if mean > 0 else None

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# One command on a machine with an NVIDIA GPU: set up, then run every example kernel through
+# the GPU runner on its task and print the table (bench/gpu_check.py; docs/running.md).
+#
+#   bash scripts/gpu_check.sh [bench/gpu_check.py options, e.g. --rounds 5]
+#
+# Setup, bounded so the whole run stays within 10 minutes:
+#   * a virtual environment (.venv-gpu, or $VENV) that also sees the packages of the Python
+#     that made it (torch, numpy, ... of a GPU image), even when that Python is itself a venv;
+#   * `pip install -e .`: from the registry when one answers, else from a wheelhouse
+#     ($CAKE_WHEELHOUSE or ./.whl: tree-sitter and tree-sitter-python for this Python), else
+#     with what is installed (the repo runs from its checkout either way);
+#   * pycuda: `pip install pycuda` (built from source against the local CUDA where it has no
+#     wheel, or taken from the wheelhouse); when that fails the runner uses torch instead.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 2
+PY="${PYTHON:-python3}"
+VENV="${VENV:-$ROOT/.venv-gpu}"
+WHEELHOUSE="${CAKE_WHEELHOUSE:-$ROOT/.whl}"
+TOTAL="${CAKE_GPU_CHECK_SECONDS:-570}"   # leave a margin under the 10 minutes
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=10 PYTHONUNBUFFERED=1
+SECONDS=0
+
+say() { printf 'gpu_check.sh: %s\n' "$*"; }
+
+if ! command -v nvidia-smi >/dev/null 2>&1 && [ ! -e /dev/nvidia0 ] && [ ! -e /dev/nvidiactl ]; then
+  say "no NVIDIA GPU visible (no nvidia-smi, no /dev/nvidia*); this check needs one"
+  exit 2
+fi
+
+# nvcc builds each kernel's shared library; a toolkit outside PATH is the common case
+if ! command -v nvcc >/dev/null 2>&1; then
+  for d in "${CUDA_HOME:-}" /usr/local/cuda /usr/local/cuda-13.0 /usr/local/cuda-12.8; do
+    if [ -n "$d" ] && [ -x "$d/bin/nvcc" ]; then export PATH="$d/bin:$PATH"; break; fi
+  done
+fi
+
+# --- the environment ------------------------------------------------------------------------
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating $VENV"
+  if ! "$PY" -m venv --system-site-packages "$VENV" >/dev/null 2>&1; then
+    say "cannot create a venv with $PY; using $PY as it is"
+    VENV=""
+  fi
+fi
+if [ -n "$VENV" ]; then
+  # A venv made from a venv sees only the base interpreter's packages; point it at the
+  # creating interpreter's site-packages too (where a GPU image keeps torch).
+  parent_sites="$("$PY" -c 'import site, sysconfig; print("\n".join(dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()])))' 2>/dev/null)"
+  own_site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  printf '%s\n' "$parent_sites" > "$own_site/_cake_parent_env.pth"
+  PYBIN="$VENV/bin/python"
+else
+  PYBIN="$PY"
+fi
+pip_q() { timeout "${PIP_SECONDS:-150}" "$PYBIN" -m pip install -q --retries 0 "$@"; }
+
+installed=no
+if pip_q -e . >/dev/null 2>&1; then
+  installed=yes
+elif [ -d "$WHEELHOUSE" ] && pip_q --no-index --find-links "$WHEELHOUSE" --no-build-isolation -e . >/dev/null 2>&1; then
+  installed="yes (wheelhouse $WHEELHOUSE)"
+elif pip_q --no-deps --no-build-isolation -e . >/dev/null 2>&1; then
+  installed="yes (without dependencies: no registry)"
+fi
+say "pip install -e .: $installed"
+
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+missing="$("$PYBIN" - <<'EOF'
+import importlib.util
+need = ["numpy", "click", "rich", "tree_sitter", "tree_sitter_python"]
+print(" ".join(n for n in need if importlib.util.find_spec(n) is None))
+EOF
+)"
+if [ -n "$missing" ]; then
+  if [ -d "$WHEELHOUSE" ]; then
+    pip_q --no-index --no-deps --find-links "$WHEELHOUSE" ${missing//_/-} >/dev/null 2>&1 || true
+    missing="$("$PYBIN" -c 'import importlib.util as u; print(" ".join(n for n in ["numpy","click","rich","tree_sitter","tree_sitter_python"] if u.find_spec(n) is None))')"
+  fi
+fi
+if [ -n "$missing" ]; then
+  say "missing Python packages: $missing"
+  say "no registry answered; put wheels for this Python in $WHEELHOUSE, e.g. on a machine with"
+  say "  a registry: pip download --only-binary=:all: --python-version 3.12 -d .whl tree-sitter tree-sitter-python"
+  exit 2
+fi
+
+if ! nvcc_at="$("$PYBIN" -c 'import sys
+from cake_core.lower.toolchain import NOT_FOUND, find_toolchain
+tc = find_toolchain()
+print(f"{tc.nvcc} ({tc.version})" if tc else NOT_FOUND)
+sys.exit(0 if tc else 1)')"; then
+  say "$nvcc_at"
+  exit 2
+fi
+say "nvcc: $nvcc_at"
+
+# --- pycuda, else torch -----------------------------------------------------------------------
+backend_note=""
+if "$PYBIN" -c 'import pycuda' >/dev/null 2>&1; then
+  backend_note="pycuda (already installed)"
+else
+  left=$(( TOTAL - SECONDS - 420 ))   # keep at least 7 minutes for the runs
+  if [ "$left" -gt 30 ]; then
+    if PIP_SECONDS="$left" pip_q pycuda >/dev/null 2>&1 \
+       || { [ -d "$WHEELHOUSE" ] && PIP_SECONDS="$left" pip_q --no-index --find-links "$WHEELHOUSE" --no-build-isolation pycuda >/dev/null 2>&1; }; then
+      backend_note="pycuda (installed now)"
+    fi
+  fi
+  if [ -z "$backend_note" ]; then
+    if "$PYBIN" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+      backend_note="torch (pycuda could not be installed: no registry, or it failed to build)"
+    else
+      say "neither pycuda nor a CUDA-enabled torch is available: nothing can run kernels"
+      exit 2
+    fi
+  fi
+fi
+say "backend: $backend_note"
+
+# --- the check ------------------------------------------------------------------------------
+budget=$(( TOTAL - SECONDS - 90 ))   # the last kernel started may still need a while
+[ "$budget" -lt 60 ] && budget=60
+say "setup took ${SECONDS}s; running the examples (budget ${budget}s)"
+timeout --signal=INT $(( TOTAL - SECONDS )) "$PYBIN" bench/gpu_check.py --budget "$budget" "$@"
+status=$?
+[ "$status" -eq 124 ] && say "stopped at the time limit"
+exit "$status"
