@@ -1,0 +1,129 @@
+"""Lower facets of the tensor-core ops: mma.sync (sm_80+) and wgmma (sm_90a).
+
+`wgmma(acc, a, b)` becomes, per warpgroup of the role: a `wgmma.fence`, one
+`wgmma.mma_async` per 64-row slab of the accumulator and per K step (16 elements, 32 for
+fp8), with both operands read from shared memory through matrix descriptors, then one
+`wgmma.commit_group`.  The operands must be K-major (A as an (M, K) row-major view, B as
+the `.T` of an (N, K) row-major view) in a swizzled buffer whose rows are exactly one
+swizzle span: the canonical layout TMA writes.  `wgmma_wait(n)` is `wgmma.wait_group n`
+followed by a register fence on every accumulator of the role.
+"""
+
+from __future__ import annotations
+
+from cake_core.ir import symbolic as S
+from cake_core.ir.kernel import Op
+from cake_core.ir.symbolic import Const, SymExpr, divides, mul
+from cake_core.ir.types import DType, FragmentType, SmemType
+from cake_core.lower.context import LowerContext, SmemRef, add
+from cake_core.lower.context import mul as smul
+from cake_core.lower.layouts import WG_RANK, cvar
+from cake_core.lower.plan import LowerError
+from cake_core.lower.prelude import WGMMA_TYPES, wgmma_helper_name
+
+#: wgmma descriptor swizzle-mode field (bits 62-63) by swizzle span, PTX ISA 9.7.15.5.1.
+DESC_MODE = {128: 1, 64: 2, 32: 3}
+
+
+def mma_sync(op: Op, ctx: LowerContext) -> str:
+    acc, a, b = ctx.frag(op, "acc"), ctx.frag(op, "a"), ctx.frag(op, "b")
+    at = op.span
+    if acc.dist.parent.kind != "mma_acc" or a.dist.parent.kind != "mma_a" or \
+            b.dist.parent.kind != "mma_b":
+        raise LowerError(at, "mma_sync takes an mma_acc accumulator and ldmatrix operands "
+                         "(layouts mma_a and mma_b)")
+    m, n = acc.shape
+    k = a.shape[1]
+    mt, nt, kt = m // 16, n // 8, k // 16
+    v_m, v_n, v_k = (ctx.loop_var(x) if e > 1 else None
+                     for x, e in (("mt", mt), ("nt", nt), ("kt", kt)))
+    dt = "bf16" if a.dtype == DType.BF16 else "f16"
+    hdr = "".join(f"CAKE_FOR({v}, {e}) " for v, e in ((v_k, kt), (v_m, mt), (v_n, nt)) if v)
+
+    def term(v: str | None, k_: int) -> str:
+        return smul(v, k_) if v else "0"
+
+    d = add(term(v_m, nt * 4), term(v_n, 4))
+    ra = add(term(v_m, kt * 4), term(v_k, 4))
+    rb = add(term(v_k, nt * 2), term(v_n, 2))
+    ctx.features.add("mma")
+    return (f"{hdr}cake_mma_m16n8k16_{dt}(&{acc.cname}[{d}], &{a.cname}[{ra}], "
+            f"&{b.cname}[{rb}]);")
+
+
+def _operand(ctx: LowerContext, op: Op, arg: str, k_major_when_transposed: bool
+             ) -> tuple[SmemRef, int]:
+    """The operand's view and the span of its swizzle; K-major and canonical, or an error."""
+    at = op.arg_spans.get(arg, op.span)
+    if not isinstance(op.args[arg].type, SmemType):
+        raise LowerError(at, "wgmma operands in registers are not lowered yet")
+    ref = ctx.smem_ref(op, arg)
+    g, v = ref.geometry, ref.view
+    if v.transposed != k_major_when_transposed:
+        raise LowerError(at, f"`{arg}` is MN-major in shared memory; the lowering emits "
+                         "K-major wgmma operands only (A as (M, K), B as the .T of (N, K))")
+    span = g.layout.swizzle
+    if span not in DESC_MODE or g.layout.pad or g.row_bytes != span:
+        raise LowerError(at, f"wgmma reads `{arg}` through a descriptor: its buffer rows must "
+                         f"be exactly one swizzle span (swizzle(32|64|128) and rows of that "
+                         f"many bytes), not {g.row_bytes}-byte rows with {g.layout}")
+    if not divides(mul(v.row0, Const(g.pitch)), 8 * span):
+        raise LowerError(at, f"`{arg}` must start at a multiple of {8 * span} bytes (one "
+                         "swizzle repeat) for a descriptor base offset of 0")
+    return ref, span
+
+
+def wgmma(op: Op, ctx: LowerContext) -> str:
+    acc = ctx.frag(op, "acc")
+    g = ctx.g
+    wgs = g.warpgroups
+    if acc.dist.parent.kind != "wgmma_acc" or not wgs:
+        raise LowerError(op.span, "wgmma needs a wgmma_acc accumulator in whole warpgroups")
+    a_t, b_t = op.args["a"].type, op.args["b"].type
+    if isinstance(a_t, FragmentType) or not isinstance(b_t, SmemType):
+        raise LowerError(op.span, "wgmma with A in registers is not lowered yet")
+    a_ref, a_span = _operand(ctx, op, "a", False)
+    b_ref, b_span = _operand(ctx, op, "b", True)
+    dtype = a_t.dtype  # type: ignore[union-attr]
+    if dtype not in WGMMA_TYPES:
+        raise LowerError(op.span, f"no wgmma for {dtype.value} inputs")
+    m, n = acc.shape
+    kdim = a_t.shape[1].const  # type: ignore[union-attr]
+    kstep = WGMMA_TYPES[dtype][1]
+    ksteps = kdim // kstep
+    rows_per_wg = m // wgs
+    slabs = rows_per_wg // 64
+    helper = wgmma_helper_name(n, dtype)
+    ctx.wgmma_shapes.add((n, dtype))
+    ctx.features.add("wgmma")
+    kk = ctx.loop_var("kk") if ksteps > 1 else None
+    sl = ctx.loop_var("m") if slabs > 1 else None
+    a_row: SymExpr = S.mul(WG_RANK, Const(rows_per_wg)) if wgs > 1 else Const(0)
+    if sl:
+        a_row = S.add(a_row, S.mul(cvar(sl), Const(64)))
+    k_off: SymExpr = S.mul(cvar(kk), Const(kstep)) if kk else Const(0)
+    a_addr = "smem_u32 + " + ctx.smem_offset(a_ref, a_row, k_off, swizzled=False)
+    b_addr = "smem_u32 + " + ctx.smem_offset(b_ref, Const(0), k_off, swizzled=False)
+    desc_a = f"cake_wgmma_desc({a_addr}, 16, {8 * a_span}, {DESC_MODE[a_span]})"
+    desc_b = f"cake_wgmma_desc({b_addr}, 16, {8 * b_span}, {DESC_MODE[b_span]})"
+    d = f"&{acc.cname}[{smul(sl, n // 2)}]" if sl else acc.cname
+    hdr = (f"CAKE_FOR({kk}, {ksteps}) " if kk else "") + (f"CAKE_FOR({sl}, {slabs}) " if sl else "")
+    if acc not in ctx.wgmma_accs:
+        ctx.wgmma_accs.append(acc)
+    return (f"cake_fence_regs({acc.cname}); cake_wgmma_fence(); "
+            f"{hdr}{helper}({d}, {desc_a}, {desc_b}); "
+            "cake_wgmma_commit();")
+
+
+def wgmma_wait(op: Op, ctx: LowerContext) -> str:
+    v = op.args["n"]
+    n = v.sym.const if v.sym is not None else None
+    if n is None:
+        raise LowerError(op.span, "wgmma_wait needs a constant")
+    ctx.features.add("wgmma")
+    fences = " ".join(f"cake_fence_regs({a.cname});" for a in ctx.wgmma_accs
+                      if ctx.visible(a))
+    return f"cake_wgmma_wait<{n}>();" + (f" {fences}" if fences else "")
+
+
+__all__ = ["mma_sync", "wgmma", "wgmma_wait"]

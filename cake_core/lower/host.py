@@ -1,0 +1,224 @@
+"""The host side of a lowered kernel: a launcher and machine-readable metadata.
+
+`cake_launch_<kernel>(tensors..., dims..., scalars..., stream)` encodes the tensor maps
+(`cuTensorMapEncodeTiled`, fetched with `cudaGetDriverEntryPointByVersion` so nothing links
+libcuda), computes the grid from the dims, opts in to the kernel's dynamic shared memory
+and launches.  The metadata (kernel name, parameters, grid expressions, block, shared
+memory, tensor maps) is written both as an `extern "C"` JSON string in the .cu and as a JSON
+file next to it, so a Python runner needs no C++ parsing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr
+from cake_core.ir.types import ScalarType, TensorType
+from cake_core.lower.context import CTYPE, TMAP_DTYPE, TmapSpec
+from cake_core.lower.kernel import KernelCode
+
+SCHEMA = "cake.lower/1"
+
+HOST_HELPERS = r"""
+// ---- host helpers ------------------------------------------------------------------------
+#ifndef CAKE_HOST_HELPERS
+#define CAKE_HOST_HELPERS
+#include <cudaTypedefs.h>   // PFN_cuTensorMapEncodeTiled
+
+// cuTensorMapEncodeTiled through the runtime's driver entry point: no -lcuda needed.
+inline cudaError_t cake_encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype,
+                                     cuuint32_t rank, const void* base, const cuuint64_t* dims,
+                                     const cuuint64_t* strides, const cuuint32_t* box,
+                                     CUtensorMapSwizzle swizzle) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  if (encode == nullptr) {
+    cudaDriverEntryPointQueryResult found;
+#if CUDART_VERSION >= 12050
+    cudaError_t err = cudaGetDriverEntryPointByVersion(
+        "cuTensorMapEncodeTiled", reinterpret_cast<void**>(&encode), 12000, cudaEnableDefault,
+        &found);
+#else
+    cudaError_t err = cudaGetDriverEntryPoint(
+        "cuTensorMapEncodeTiled", reinterpret_cast<void**>(&encode), cudaEnableDefault, &found);
+#endif
+    if (err != cudaSuccess) return err;
+    if (found != cudaDriverEntryPointSuccess || encode == nullptr) return cudaErrorNotSupported;
+  }
+  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  // OOB_FILL_NONE: elements outside the tensor read as zero (and are not written by stores)
+  const CUresult res = encode(map, dtype, rank, const_cast<void*>(base), dims, strides, box,
+                              element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return res == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+#endif
+"""
+
+_SWIZZLE = {0: "CU_TENSOR_MAP_SWIZZLE_NONE", 32: "CU_TENSOR_MAP_SWIZZLE_32B",
+            64: "CU_TENSOR_MAP_SWIZZLE_64B", 128: "CU_TENSOR_MAP_SWIZZLE_128B"}
+
+
+def sym_json(e: SymExpr) -> Any:
+    """A launch-time expression as JSON: ints, {"dim": name}, {"op": ..., "args": [...]}."""
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, Dim):
+        return {"dim": e.name}
+    assert isinstance(e, BinExpr)
+    return {"op": e.op, "args": [sym_json(e.left), sym_json(e.right)]}
+
+
+def launcher_params(code: KernelCode) -> list[str]:
+    ctx, k = code.ctx, code.kernel
+    out = []
+    for p in k.params:
+        t = p.value.type
+        if isinstance(t, TensorType):
+            info = ctx.tensors[p.name]
+            const = "" if info.written else "const "
+            out.append(f"{const}{CTYPE[t.dtype]}* {info.cname}")
+        elif isinstance(t, ScalarType):
+            out.append(f"{CTYPE[t.dtype]} {ctx.scalars[p.name]}")
+    out += [f"int {ctx.dims[d]}" for d in code.dim_order]
+    out.append("cudaStream_t stream")
+    return out
+
+
+def _tmap_code(code: KernelCode, spec: TmapSpec) -> str:
+    ctx = code.ctx
+    info = ctx.tensors[spec.tensor]
+    shape = list(reversed(info.shape))  # innermost first
+    dims = ", ".join(f"(cuuint64_t){_paren(ctx.sym(e))}" for e in shape)
+    strides = []
+    acc = f"(cuuint64_t){info.dtype.bytes}"
+    for e in shape[:-1]:
+        acc = f"{acc} * {_paren(ctx.sym(e))}"
+        strides.append(acc)
+    stride_txt = ", ".join(strides) if strides else "0"
+    box = ", ".join(str(b) for b in spec.box)
+    return (f"  CUtensorMap {spec.cname};\n  {{\n"
+            f"    const cuuint64_t dims[{spec.rank}] = {{{dims}}};\n"
+            f"    const cuuint64_t strides[{max(1, spec.rank - 1)}] = {{{stride_txt}}};  "
+            "// bytes, dims 1..\n"
+            f"    const cuuint32_t box[{spec.rank}] = {{{box}}};\n"
+            f"    const cudaError_t err = cake_encode_tiled(&{spec.cname}, "
+            f"{TMAP_DTYPE[spec.dtype]}, {spec.rank}, {info.cname}, dims, strides, box, "
+            f"{_SWIZZLE[spec.swizzle]});\n"
+            "    if (err != cudaSuccess) return err;\n  }\n")
+
+
+def _paren(e: str) -> str:
+    return e if e.replace("_", "").isalnum() else f"({e})"
+
+
+def launcher(code: KernelCode) -> str:
+    ctx, k = code.ctx, code.kernel
+    grid = [ctx.sym(g) for g in k.grid] + ["1"] * (3 - len(k.grid))
+    args = [ctx.tensors[p.name].cname if isinstance(p.value.type, TensorType)
+            else ctx.scalars[p.name] for p in k.params
+            if isinstance(p.value.type, TensorType | ScalarType)]
+    args += [ctx.dims[d] for d in code.dim_order]
+    args += [s.cname for s in ctx.tmaps]
+    lines = [f'extern "C" cudaError_t cake_launch_{code.entry}(' +
+             ", ".join(launcher_params(code)) + ") {",
+             f"  const dim3 grid({', '.join(grid)});",
+             "  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return cudaSuccess;  "
+             "// nothing to do"]
+    lines += [_tmap_code(code, s).rstrip("\n") for s in ctx.tmaps]
+    lines += ["  // opt in to the dynamic shared memory once per device (a per-function attribute)",
+              "  static bool smem_set[64] = {};",
+              "  int device = 0;",
+              "  cudaError_t err = cudaGetDevice(&device);",
+              "  if (err != cudaSuccess) return err;",
+              "  if (device < 0 || device >= 64 || !smem_set[device]) {",
+              f"    err = cudaFuncSetAttribute({code.entry}, "
+              f"cudaFuncAttributeMaxDynamicSharedMemorySize, {code.smem_const});",
+              "    if (err != cudaSuccess) return err;",
+              "    if (device >= 0 && device < 64) smem_set[device] = true;",
+              "  }",
+              f"  {code.entry}<<<grid, dim3({k.threads}), {code.smem_const}, stream>>>(" +
+              ", ".join(args) + ");",
+              "  return cudaGetLastError();", "}"]
+    return "\n".join(lines)
+
+
+def metadata(code: KernelCode, cu_name: str) -> dict[str, Any]:
+    ctx, k = code.ctx, code.kernel
+    params: list[dict[str, Any]] = []
+    for p in k.params:
+        t = p.value.type
+        if isinstance(t, TensorType):
+            info = ctx.tensors[p.name]
+            params.append({"name": p.name, "kind": "tensor", "dtype": t.dtype.value,
+                           "shape": [sym_json(e) for e in t.shape], "written": info.written,
+                           "ctype": CTYPE[t.dtype] + "*"})
+        elif isinstance(t, ScalarType):
+            params.append({"name": p.name, "kind": "scalar", "dtype": t.dtype.value,
+                           "ctype": CTYPE[t.dtype]})
+    for d in code.dim_order:
+        params.append({"name": d, "kind": "dim", "ctype": "int"})
+    for s in ctx.tmaps:
+        params.append({"name": s.cname, "kind": "tensor_map", "tensor": s.tensor,
+                       "dtype": s.dtype.value, "rank": s.rank, "box": list(s.box),
+                       "swizzle": s.swizzle, "ctype": "CUtensorMap"})
+    dims = {d.name: {"multiple_of": d.multiple_of, "max": d.max}
+            for d in (_dim(k, n) for n in code.dim_order) if d is not None}
+    roles = [{"name": r.name, "warps": [r.warp_start, r.warp_stop], "regs": r.regs,
+              "single_thread": code.plan.groups[r.name].single} for r in k.roles.values()]
+    return {
+        "schema": SCHEMA,
+        "kernel": k.name,
+        "entry": code.entry,
+        "launcher": f"cake_launch_{code.entry}",
+        "metadata_symbol": f"cake_meta_{code.entry}",
+        "arch": k.arch,
+        "source": code.emitter.cake_path,
+        "cu": cu_name,
+        "grid": [sym_json(g) for g in k.grid],
+        "grid_c": [ctx.sym(g) for g in k.grid],
+        "block": [k.threads, 1, 1],
+        "warps": k.warps,
+        "cluster": list(k.cluster),
+        "smem_bytes": code.smem_bytes,
+        "smem": ctx.smem.as_data()["placements"],
+        "params": params,
+        "launcher_params": [*[p["name"] for p in params if p["kind"] != "tensor_map"],
+                            "stream"],
+        "dims": dims,
+        "roles": roles,
+        "launch_regs": code.launch_regs,
+        "build": {
+            "cubin": f"nvcc -arch={k.arch} -cubin -std=c++17 -o {code.entry}.cubin {cu_name}",
+            "shared_library": f"nvcc -gencode arch=compute_{k.arch[3:]},code={k.arch} "
+                              f"-std=c++17 -shared -Xcompiler -fPIC -o lib{code.entry}.so "
+                              f"{cu_name}",
+        },
+        "tensor_maps": [{"name": s.cname, "tensor": s.tensor, "dtype": s.dtype.value,
+                         "box": list(s.box), "swizzle": s.swizzle,
+                         "oob_fill": "zero", "interleave": "none", "l2_promotion": "256B"}
+                        for s in ctx.tmaps],
+    }
+
+
+def _dim(k: Any, name: str) -> Dim | None:
+    d = k.dims.get(name)
+    if d is not None:
+        return d
+    for p in k.params:
+        t = p.value.type
+        if isinstance(t, TensorType):
+            for e in t.shape:
+                for a in e.atoms():
+                    if isinstance(a, Dim) and a.name == name:
+                        return a
+    return None
+
+
+def metadata_symbol(code: KernelCode, meta: dict[str, Any]) -> str:
+    text = json.dumps(meta, separators=(",", ":"))
+    return f'extern "C" const char cake_meta_{code.entry}[] = R"cakejson({text})cakejson";'
+
+
+__all__ = ["HOST_HELPERS", "SCHEMA", "launcher", "metadata", "metadata_symbol", "sym_json"]
