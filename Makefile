@@ -7,7 +7,9 @@ STAMP := $(VENV)/.installed
 
 .PHONY: main test lint bench clean
 
-$(STAMP): pyproject.toml
+# Every first-party plugin is its own package: a new or changed plugins/*/pyproject.toml
+# reinstalls, so `make test` never runs against a plugin that is not installed.
+$(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'

@@ -7,5 +7,6 @@ plugin = Plugin(
     name="cake-tactics",
     version="0.1.0",
     tactics=TACTICS,
-    description="Tile sizes, stage counts, swizzles and register splits",
+    description="Tile sizes, stage counts, swizzles, register splits; warp specialisation, "
+                "cp.async <-> TMA, persistent tiles",
 )

@@ -3,6 +3,9 @@
 Each one is a typed rewrite: `applies` says why it is worth trying, `variants` lists the
 parameter sets to explore, `apply` returns text edits plus a rationale — and returns
 None when the rewritten kernel would not verify, so no caller ever sees a broken move.
+Every result carries the cost model's before/after time in `params["predicted"]`
+(`predicted.py`), so a move can be ranked before anything runs.  `TACTICS` also holds
+the structural tactics of `structural.py`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from cake_core.rewrite import (
     verified,
 )
 from cake_core.syntax.source import SourceFile, Span
+from cake_tactics.predicted import verified_rewrite
+from cake_tactics.structural import STRUCTURAL
 
 PROV = Provenance("hand-written", "2026-11-30", ("examples/gemm_sm90.cake",
                                                    "examples/kmeans_assign_sm90.cake"))
@@ -38,11 +43,13 @@ def _program(kernel: Kernel, source: SourceFile):
     return res.program
 
 
-def _finish(source: SourceFile, edits: tuple[TextEdit, ...], rationale: str,
+def _finish(kernel: Kernel, source: SourceFile, edits: tuple[TextEdit, ...], rationale: str,
             params: dict[str, Any]) -> TacticResult | None:
-    if verified(source, edits) is None:
+    """The result when the edited file verifies, with the cost model's before/after."""
+    done = verified_rewrite(kernel, source, edits)
+    if done is None:
         return None
-    return TacticResult(edits, rationale, params)
+    return TacticResult(edits, rationale, {**params, "predicted": done[1]})
 
 
 # --- tile sizes ---------------------------------------------------------------------------
@@ -86,8 +93,8 @@ def _tile_apply(kernel: Kernel, source: SourceFile, params: dict[str, Any]
     span, old = site
     why = ("smaller tiles: more blocks to fill the SMs and fewer wasted edge rows"
            if value < old else "larger tiles: more reuse per byte loaded")
-    return _finish(source, (TextEdit(span, str(value)),), f"{name} {old} -> {value}: {why}",
-                   {"name": name, "value": value})
+    return _finish(kernel, source, (TextEdit(span, str(value)),),
+                   f"{name} {old} -> {value}: {why}", {"name": name, "value": value})
 
 
 # --- stage count --------------------------------------------------------------------------
@@ -133,18 +140,21 @@ def _stages_apply(kernel: Kernel, source: SourceFile, params: dict[str, Any]
     if want == "max":
         for n in range(16, 1, -1):
             edits = (TextEdit(span, str(n)),)
-            if verified(source, edits) is not None:
-                if n == old:
-                    return None
+            if n == old:
+                if verified(source, edits) is not None:
+                    return None  # the current depth is already the deepest that fits
+                continue
+            done = verified_rewrite(kernel, source, edits)
+            if done is not None:
                 return TacticResult(edits, f"stages {old} -> {n}: the deepest ring that fits "
-                                    "in shared memory", {"stages": n})
+                                    "in shared memory", {"stages": n, "predicted": done[1]})
         return None
     if not isinstance(want, int) or want < 1 or want == old:
         return None
     why = "more copies in flight hide more memory latency" if want > old else \
         "fewer stages free shared memory (for occupancy or a staged epilogue)"
-    return _finish(source, (TextEdit(span, str(want)),), f"stages {old} -> {want}: {why}",
-                   {"stages": want})
+    return _finish(kernel, source, (TextEdit(span, str(want)),),
+                   f"stages {old} -> {want}: {why}", {"stages": want})
 
 
 # --- swizzle ------------------------------------------------------------------------------
@@ -185,7 +195,8 @@ def _swizzle_apply(kernel: Kernel, source: SourceFile, params: dict[str, Any]
         close = op.span.end.offset - 1
         edit = TextEdit(source.span(close, close), f", layout={new}")
     name = op.results[0].name
-    return _finish(source, (edit,), f"{name}: {old} -> {new} to change how rows map to banks",
+    return _finish(kernel, source, (edit,),
+                   f"{name}: {old} -> {new} to change how rows map to banks",
                    {"buffer": name, "swizzle": sw})
 
 
@@ -243,7 +254,7 @@ def _regs_apply(kernel: Kernel, source: SourceFile, params: dict[str, Any]
     if not edits:
         return None
     desc = ", ".join(f"{r} {roles[r][1]} -> {v}" for r, v in split.items())
-    return _finish(source, edits, f"rebalance setmaxnreg: {desc}", {"regs": split})
+    return _finish(kernel, source, edits, f"rebalance setmaxnreg: {desc}", {"regs": split})
 
 
 TILE_SIZE = Tactic("tile-size", "Change a tile-size constant (BM, BN, BK, ...).",
@@ -255,6 +266,9 @@ SWIZZLE = Tactic("swizzle", "Change the swizzle of a shared-memory buffer.",
 REGISTERS = Tactic("rebalance-registers", "Move setmaxnreg registers between roles.",
                    _regs_applies, _regs_apply, _regs_variants, PROV)
 
-TACTICS = (TILE_SIZE, STAGES, SWIZZLE, REGISTERS)
+#: The retuning tactics of this module (the structural ones live in `structural.py`).
+RETUNING = (TILE_SIZE, STAGES, SWIZZLE, REGISTERS)
 
-__all__ = ["REGISTERS", "STAGES", "SWIZZLE", "TACTICS", "TILE_SIZE", "PipelineType"]
+TACTICS = RETUNING + STRUCTURAL
+
+__all__ = ["REGISTERS", "RETUNING", "STAGES", "SWIZZLE", "TACTICS", "TILE_SIZE", "PipelineType"]

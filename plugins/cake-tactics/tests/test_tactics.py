@@ -1,5 +1,5 @@
-"""Every tactic, on every example it applies to: each offered variant verifies, and the
-rewrite says what it did."""
+"""Every tactic, on every example and test kernel it applies to: each offered variant
+verifies, says what it did, and reports the cost model's before/after."""
 
 from __future__ import annotations
 
@@ -14,9 +14,12 @@ from cake_core.plugins import load_plugins
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples").glob("*.cake"))
+#: Kernels written for the structural tactics (forms no example has any more).
+TEST_KERNELS = sorted((Path(__file__).resolve().parent / "data").glob("*.cake"))
+KERNELS = EXAMPLES + TEST_KERNELS
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", KERNELS, ids=lambda p: p.stem)
 @pytest.mark.parametrize("tactic", plugin.tactics, ids=lambda t: t.name)
 def test_every_offered_rewrite_verifies(path: Path, tactic) -> None:
     text = path.read_text(encoding="utf-8")
@@ -33,12 +36,15 @@ def test_every_offered_rewrite_verifies(path: Path, tactic) -> None:
         assert new != text
         assert out.rationale
         assert check_text(new, path.name).errors == [], (tactic.name, params)
+        pred = out.params["predicted"]
+        assert pred["dims"] and pred["dims_from"]
+        assert "error" in pred or (pred["before_us"] > 0 and pred["after_us"] > 0), pred
 
 
 @pytest.mark.parametrize("tactic", plugin.tactics, ids=lambda t: t.name)
-def test_every_tactic_offers_a_rewrite_on_some_example(tactic) -> None:
+def test_every_tactic_offers_a_rewrite_on_some_kernel(tactic) -> None:
     offered = []
-    for path in EXAMPLES:
+    for path in KERNELS:
         res = check_text(path.read_text(encoding="utf-8"), path.name)
         kernel = res.program.kernels[0]
         if tactic.applies(kernel, res.source) is None:
@@ -47,7 +53,7 @@ def test_every_tactic_offers_a_rewrite_on_some_example(tactic) -> None:
             if tactic.apply(kernel, res.source, params) is not None:
                 offered.append((path.name, params))
                 break
-    assert offered, f"{tactic.name} offered nothing on any example"
+    assert offered, f"{tactic.name} offered nothing on any example or test kernel"
 
 
 def test_stage_count_max_is_the_deepest_that_fits() -> None:
@@ -76,4 +82,36 @@ def test_plugin_loads_through_its_entry_point() -> None:
     ps = load_plugins()
     assert "cake-tactics" in [p.name for p in ps.plugins]
     assert {t.name for _, t in ps.tactics()} >= {"tile-size", "stages", "swizzle",
-                                                 "rebalance-registers"}
+                                                 "rebalance-registers", "warp-specialize",
+                                                 "async-copy", "persistent-tiles"}
+
+
+def test_retuning_reports_the_cost_models_verdict_at_the_tasks_headline_shape() -> None:
+    from cake_core.cost.model import predict
+
+    path = ROOT / "examples" / "gemm_sm90.cake"
+    text = path.read_text(encoding="utf-8")
+    res = check_text(text, "examples/gemm_sm90.cake")
+    kernel = res.program.kernels[0]
+    stages = next(t for t in plugin.tactics if t.name == "stages")
+    out = stages.apply(kernel, res.source, {"stages": 2})
+    assert out is not None
+    pred = out.params["predicted"]
+    # gemm_sm90 implements the gemm_bf16 task, whose headline shape is 4096^3
+    assert pred["dims"] == {"M": 4096, "N": 4096, "K": 4096}
+    assert "gemm_bf16" in pred["dims_from"]
+    assert pred["before_us"] == pytest.approx(predict(kernel, pred["dims"]).seconds * 1e6)
+    after = check_text(apply_edits(text, out.edits), "x.cake").program.kernels[0]
+    assert pred["after_us"] == pytest.approx(predict(after, pred["dims"]).seconds * 1e6)
+    # two stages hide less latency than four: the model must not call that a win
+    assert pred["after_us"] >= pred["before_us"]
+
+
+def test_kernels_no_task_lists_are_priced_at_a_documented_default() -> None:
+    from cake_tactics.predicted import DEFAULT_EXTENT, headline_dims
+
+    path = TEST_KERNELS[0]
+    res = check_text(path.read_text(encoding="utf-8"), path.name)
+    dims, origin = headline_dims(res.program.kernels[0], res.source)
+    assert set(dims) == {"M", "N", "K"} and all(v == DEFAULT_EXTENT for v in dims.values())
+    assert "default" in origin

@@ -1,0 +1,16 @@
+"""Tactics that restructure a kernel: who copies, how, and which tiles a block computes.
+
+Unlike the retuning tactics (`tactics.py`), these move statements between roles and
+loops.  Each recognises a precise form on the typed IR, rebuilds the affected statements
+from their own source lines, and is offered only when the result verifies.
+"""
+
+from __future__ import annotations
+
+from cake_tactics.async_copy import ASYNC_COPY
+from cake_tactics.persistent import PERSISTENT_TILES
+from cake_tactics.warp_specialize import WARP_SPECIALIZE
+
+STRUCTURAL = (WARP_SPECIALIZE, ASYNC_COPY, PERSISTENT_TILES)
+
+__all__ = ["ASYNC_COPY", "PERSISTENT_TILES", "STRUCTURAL", "WARP_SPECIALIZE"]
