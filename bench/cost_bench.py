@@ -2,7 +2,10 @@
 
 1. Prediction time per kernel (profile + estimate, the part `cake cost` adds to a check),
    p50/p95 over the examples and the GEMM template.  Target: < 5 ms per kernel.
-2. The GEMM tile sweep (bench/gemm_variants.py, >= 30 configurations of the sm_90a
+2. Structural rewrites priced before and after (the relations the tactics report): a
+   serialized raw-mbarrier loop against its warp-specialised form, a one-block-per-tile
+   GEMM against its persistent form.  The kernels are the cost tests' (tests/cost/data).
+3. The GEMM tile sweep (bench/gemm_variants.py, >= 30 configurations of the sm_90a
    template) on several shapes, predicted by CAKE and by NVIDIA's nvMatmulHeuristics
    (`pip install nvidia-matmul-heuristics`; CPU only) for an H200, compared by Kendall's
    tau per shape and pooled.  Configurations the library does not model are listed, not
@@ -43,6 +46,20 @@ EXAMPLE_DIMS = {"M": 4096, "N": 4096, "K": 4096, "B": 32}
 SPECIAL = {"tinygemm_sm90.cake": {"M": 16}, "kmeans_assign_sm90.cake": {"N": 65536,
                                                                           "K": 1024}}
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 2048), (256, 8192, 8192)]
+STRUCT = ROOT / "tests" / "cost" / "data"
+#: (label, before, after, GPU, shapes); a kernel is a path, or (path, text replacements).
+STRUCTURE_PAIRS: list[tuple[str, object, object, str | None, list[tuple[int, int, int]]]] = [
+    *[(f"warp-specialize, {n} stages", STRUCT / "gemm_mbarrier_sm90.cake",
+       (STRUCT / "gemm_ws_sm90.cake", {"STAGES = 2 ": f"STAGES = {n} "}), gpu,
+       [(4096, 4096, 4096)]) for n in (2, 3, 4) for gpu in ("H100-SXM", GPU)],
+    ("warp-specialize (one-role ring)", STRUCT / "gemm_one_role_sm90.cake",
+     STRUCT / "gemm_ws_sm90.cake", GPU, [(4096, 4096, 4096)]),
+    ("persistent-tiles", ROOT / "examples" / "gemm_sm90.cake",
+     STRUCT / "gemm_persistent_sm90.cake", GPU,
+     [(2048, 2048, 4096), (4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 1024)]),
+    ("persistent-tiles (sm_80)", ROOT / "examples" / "gemm_sm80.cake",
+     STRUCT / "gemm_persistent_sm80.cake", None, [(4096, 4096, 4096)]),
+]
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -157,6 +174,31 @@ def comparison() -> dict[str, object]:
     return out
 
 
+def _structure_kernel(spec: object) -> Kernel:
+    path, subs = spec if isinstance(spec, tuple) else (spec, {})
+    text = Path(path).read_text(encoding="utf-8")
+    for old, new in subs.items():
+        text = text.replace(old, new)
+    res = check_text(text, Path(path).name)
+    assert not res.errors and res.program is not None, path
+    return res.program.kernels[0]
+
+
+def structure_rows() -> list[dict[str, object]]:
+    rows = []
+    for label, before, after, gpu_name, shapes in STRUCTURE_PAIRS:
+        kb, ka = _structure_kernel(before), _structure_kernel(after)
+        gpu = get_gpu(gpu_name) if gpu_name else None
+        for shape in shapes:
+            dims = dict(zip("MNK", shape, strict=True))
+            pb, pa = estimate(profile(kb, dims, gpu)), estimate(profile(ka, dims, gpu))
+            rows.append({"rewrite": label, "gpu": pb.gpu, "shape": list(shape),
+                         "before_us": pb.seconds * 1e6, "after_us": pa.seconds * 1e6,
+                         "speedup": pb.seconds / pa.seconds, "waves_before": pb.waves,
+                         "bottleneck_before": pb.bottleneck, "bottleneck_after": pa.bottleneck})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=30)
@@ -171,6 +213,14 @@ def main() -> None:
         print(f"{r['file'] + ':' + str(r['kernel']):<42}{r['gpu']!s:<16}"
               f"{r['predict_p50_ms']:>7.2f}/{r['predict_p95_ms']:<6.2f} ms  "
               f"{r['predicted_us']:>9.1f} us  {r['bottleneck']}")
+    struct = structure_rows()
+    print(f"\n{'rewrite':<34}{'gpu':<16}{'shape':<18}{'before':>10}{'after':>10}{'speedup':>9}"
+          "  bottleneck before -> after")
+    for r in struct:
+        shape = "x".join(str(d) for d in r["shape"])  # type: ignore[attr-defined]
+        print(f"{r['rewrite']!s:<34}{r['gpu']!s:<16}{shape:<18}{r['before_us']:>8.1f}us"
+              f"{r['after_us']:>8.1f}us{r['speedup']:>9.2f}  {r['bottleneck_before']} -> "
+              f"{r['bottleneck_after']}")
     comp = comparison()
     print()
     if "skipped" in comp:
@@ -190,8 +240,8 @@ def main() -> None:
               f"{comp['tau_mean_per_shape']:.3f}")
     out = ROOT / "bench" / "results" / "cost_bench.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"repeat": args.repeat, "latency": lat, "comparison": comp},
-                              indent=2) + "\n", encoding="utf-8")
+    out.write_text(json.dumps({"repeat": args.repeat, "latency": lat, "structure": struct,
+                               "comparison": comp}, indent=2) + "\n", encoding="utf-8")
     print(f"\nwrote {out.relative_to(ROOT)}; target: predict < 5 ms per kernel")
 
 

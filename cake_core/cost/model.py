@@ -3,10 +3,12 @@
 Two steps, so that calibration can refit coefficients without re-walking kernels:
 
 `profile(kernel, dims, gpu)` walks the kernel once and records, per op, the work of one
-execution (its cost facet), how often a block executes it (loop trip counts evaluated
-with the dims), which phase it belongs to (prologue / steady loop / epilogue), and the
-grid's waves with the L2 reuse each global read gets inside a wave.  Nothing in a profile
-depends on a coefficient.
+execution (its cost facet), how often a block executes it (the product of the trip counts
+of its loops, evaluated with the dims), which phase it belongs to (prologue / steady loop /
+epilogue), and the grid's waves with the L2 reuse each global read gets inside a wave.  A
+persistent kernel is profiled as the one-block-per-tile launch its tile loop replaces
+(`persistent.py`): executions per tile, waves of tiles.  Nothing in a profile depends on a
+coefficient.
 
 `estimate(profile, coefficients)` turns that into time.  Per wave of resident blocks:
 
@@ -16,8 +18,10 @@ depends on a coefficient.
   memory round trip divided by the iterations in flight, `stages - 1`), and each role's
   own chain of compute, synchronization and issue (roles overlap, a role does not overlap
   itself);
-- plus what cannot overlap: the pipeline fill (one round trip and the first stage), loads
-  every iteration waits for, the prologue and epilogue ops;
+- plus what cannot overlap: the pipeline fill (one round trip and the first stage; only
+  once for a persistent kernel whose producer runs ahead across tiles), loads every
+  iteration waits for (`exposure.py` says which), the prologue and epilogue ops (those
+  outside a persistent kernel's tile loop once per block);
 - waves run one after another (the last one possibly partial: the tail), and the launch
   overhead comes once.
 
@@ -35,7 +39,17 @@ from typing import Any
 
 from cake_core.cost.calibration import UNCALIBRATED, Calibration, default_coefficients
 from cake_core.cost.evaluate import MissingDimError, dims_needed, evaluate
-from cake_core.cost.record import FREE, ONCE, PIPELINED, SERIAL, CostContext, CostRecord
+from cake_core.cost.exposure import load_exposure
+from cake_core.cost.persistent import TileLoops, distinct_tiles, find_tile_loops
+from cake_core.cost.record import (
+    FREE,
+    ONCE,
+    PIPELINED,
+    SERIAL,
+    CostContext,
+    CostRecord,
+    GlobalAccess,
+)
 from cake_core.cost.resources import ALL_WARPS, ResourceReport, resource_report
 from cake_core.hardware import ArchSpec, GpuSpec, default_gpu, get_arch
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role
@@ -63,6 +77,8 @@ class OpWork:
     loop: int | None
     """Index of the innermost enclosing loop (latency is grouped per loop)."""
     record: CostRecord
+    per_block: bool = False
+    """Outside the tile loop of a persistent kernel: done once per block, not per tile."""
 
 
 @dataclass(slots=True)
@@ -93,6 +109,18 @@ class KernelProfile:
     tensors: dict[str, tuple[float, list[int]]]
     """Tensor -> (bytes the kernel touches at least once, indices of ops reading it)."""
     warnings: list[str] = field(default_factory=list)
+    units: int = -1
+    """Units of work the waves are made of: the blocks, or the tiles of a persistent
+    kernel (its virtual grid); -1 stands for `blocks`."""
+    tile_loops: TileLoops | None = None
+
+    def __post_init__(self) -> None:
+        if self.units < 0:
+            self.units = self.blocks
+
+    def scale(self, w: OpWork) -> int:
+        """How many times the kernel runs `w`'s executions: per block or per tile."""
+        return self.blocks if w.per_block else self.units
 
     @property
     def blocks_per_sm(self) -> int:
@@ -146,32 +174,38 @@ def profile(kernel: Kernel, dims: Mapping[str, int], gpu: GpuSpec | None = None,
                         f"(limited by {resources.occupancy.limited_by}): "
                         + "; ".join(resources.warnings))
     ctx = CostContext(kernel, arch_spec, gpu_spec, env, _producers(kernel),
-                      _cp_async_depth(kernel))
-    walker = _Walker(ctx)
+                      _cp_async_depth(kernel), load_exposure(kernel))
+    tiles = find_tile_loops(kernel, env, grid)
+    walker = _Walker(ctx, tiles)
     walker.body(kernel.body, ALL_WARPS, 1.0, None, top=True)
     for role in kernel.roles.values():
         walker.body(role.body, role.name, 1.0, None, top=True)
     warnings += walker.warnings
     gx, gy, gz = (*grid, 1, 1, 1)[:3]
+    # waves of blocks; a persistent kernel's are waves of tiles, as many as run at once
     per_wave = gpu_spec.sms * resources.occupancy.blocks_per_sm
+    units = blocks
+    if tiles is not None:
+        units, per_wave = tiles.tiles, min(per_wave, blocks)
     shapes: list[tuple[int, int]] = []
-    if blocks:
-        full, tail = divmod(blocks, per_wave)
+    if units:
+        full, tail = divmod(units, per_wave)
         if full:
             shapes.append((per_wave, full))
         if tail:
             shapes.append((tail, 1))
     waves = []
+    seen: dict[tuple[object, ...], float] = {}
     for nblocks, count in shapes:
-        model = [sum(a.bytes * _distinct(a.axes, nblocks, (gx, gy, gz)) for a in w.record.reads)
-                 * w.execs for w in walker.ops]
+        model = [sum(a.bytes * _wave_tiles(a, w, nblocks, (gx, gy, gz), tiles, env, seen)
+                     for a in w.record.reads) * w.execs for w in walker.ops]
         per_sm = min(resources.occupancy.blocks_per_sm, -(-nblocks // gpu_spec.sms))
         waves.append(WaveShape(nblocks, count, per_sm, model))
     tensors: dict[str, tuple[float, list[int]]] = {}
     for i, w in enumerate(walker.ops):
         for a in w.record.reads:
             touched, idx = tensors.get(a.tensor, (0.0, []))
-            touched += a.bytes * w.execs * blocks
+            touched += a.bytes * w.execs * (blocks if w.per_block else units)
             if i not in idx:
                 idx.append(i)
             tensors[a.tensor] = (touched, idx)
@@ -179,7 +213,7 @@ def profile(kernel: Kernel, dims: Mapping[str, int], gpu: GpuSpec | None = None,
     tensors = {t: (min(b, footprints[t]), idx) for t, (b, idx) in tensors.items()}
     return KernelProfile(kernel, gpu_spec, arch_spec, env, grid, blocks, resources,
                          walker.ops, walker.loop_execs, walker.loop_lines, waves, tensors,
-                         warnings)
+                         warnings, units, tiles)
 
 
 def cost_context(kernel: Kernel, dims: Mapping[str, int], gpu: GpuSpec | None = None
@@ -187,7 +221,8 @@ def cost_context(kernel: Kernel, dims: Mapping[str, int], gpu: GpuSpec | None = 
     """What the cost facets of `kernel` see for these dims (for tools and tests)."""
     gpu_spec, arch_spec = resolve_gpu(kernel.arch, gpu)
     return CostContext(kernel, arch_spec, gpu_spec, {k: int(v) for k, v in dims.items()},
-                       _producers(kernel), _cp_async_depth(kernel))
+                       _producers(kernel), _cp_async_depth(kernel),
+                       load_exposure(kernel))
 
 
 def _dim_warnings(kernel: Kernel, env: dict[str, int]) -> list[str]:
@@ -235,6 +270,20 @@ def _cp_async_depth(kernel: Kernel) -> int:
     return depth
 
 
+def _wave_tiles(a: GlobalAccess, w: OpWork, wave: int, grid: tuple[int, int, int],
+                tiles: TileLoops | None, env: Mapping[str, int],
+                seen: dict[tuple[object, ...], float]) -> float:
+    """Distinct tiles of access `a` among the `wave` units (blocks or tiles) of a wave;
+    tiles of a persistent kernel are counted on their coordinates (`seen` caches them)."""
+    if tiles is not None and not w.per_block and a.coords:
+        key = (a.coords, wave)
+        if key not in seen:
+            n = distinct_tiles(a.coords, tiles, wave, env)
+            seen[key] = _distinct(a.axes, wave, grid) if n is None else n
+        return seen[key]
+    return _distinct(a.axes, wave, grid)
+
+
 def _distinct(axes: frozenset[str], wave: int, grid: tuple[int, int, int]) -> float:
     """Distinct tiles among `wave` consecutive blocks (x fastest) for a tile that depends
     on `axes`: blocks that agree on those axes share one tile."""
@@ -249,15 +298,18 @@ def _distinct(axes: frozenset[str], wave: int, grid: tuple[int, int, int]) -> fl
 
 
 class _Walker:
-    """Collects OpWork in program order with executions per block and phases."""
+    """Collects OpWork in program order with executions per block (per tile inside the
+    tile loop of a persistent kernel) and phases."""
 
-    def __init__(self, ctx: CostContext) -> None:
+    def __init__(self, ctx: CostContext, tiles: TileLoops | None = None) -> None:
         self.ctx = ctx
+        self.tiles = tiles
         self.ops: list[OpWork] = []
         self.loop_execs: list[float] = []
         self.loop_lines: list[int] = []
         self.warnings: list[str] = []
         self._missing: set[str] = set()
+        self._in_tile = 0
 
     def body(self, nodes: list[Node], role: str, execs: float, loop: int | None, *,
              top: bool = False) -> None:
@@ -266,7 +318,15 @@ class _Walker:
             phase = STEADY if not top else (PROLOGUE if i < first_loop else EPILOGUE)
             if isinstance(n, Role):
                 continue  # walked on its own, under its name
-            if isinstance(n, ForOp):
+            if isinstance(n, ForOp) and self.tiles is not None and id(n) in self.tiles.loops:
+                # one iteration is one tile, the unit of the virtual grid: its body is
+                # priced like the body of a one-block-per-tile kernel
+                self.loop_execs.append(execs)
+                self.loop_lines.append(n.span.start.line)
+                self._in_tile += 1
+                self.body(n.body, role, execs, None, top=True)
+                self._in_tile -= 1
+            elif isinstance(n, ForOp):
                 try:
                     trips = max(0, evaluate(n.trip_count, self.ctx.env))
                 except (MissingDimError, ZeroDivisionError) as exc:
@@ -305,8 +365,11 @@ class _Walker:
                 record = facet(op, self.ctx)
             except MissingDimError as exc:
                 raise CostError(f"--dims needs a value for {exc.name}") from exc
+        per_block = self.tiles is not None and not self._in_tile
+        if per_block and phase == STEADY:
+            phase = PROLOGUE  # a loop outside the tile loop runs once per block
         self.ops.append(OpWork(op, op.span.start.line, op.role or role, phase, execs, loop,
-                               record))
+                               record, per_block))
 
 
 # --- estimate -----------------------------------------------------------------------------
@@ -477,7 +540,7 @@ def estimate(p: KernelProfile, coefficients: Mapping[str, float] | None = None,
 
     # DRAM bytes per op and wave: tensors small enough to stay in L2 are read once in all
     dram_reads = _dram_reads(p, c)
-    reads_total = sum(w.record.global_read_bytes * w.execs for w in p.ops) * p.blocks
+    reads_total = sum(w.record.global_read_bytes * w.execs * p.scale(w) for w in p.ops)
     dram_total = sum(sum(d[i] for i in range(n)) * ws.count
                      for d, ws in zip(dram_reads, p.waves, strict=True))
     # a round trip is an L2 hit for tensors that stay resident, a DRAM access otherwise
@@ -490,11 +553,14 @@ def estimate(p: KernelProfile, coefficients: Mapping[str, float] | None = None,
     serial_ops = [i for i, w in enumerate(p.ops) if w.phase != STEADY]
     roles = sorted({p.ops[i].role for i in steady})
     pipelined_loops = _pipelined_loops(p)
+    ahead = _runs_ahead(p)
+    waited_groups = _waited_groups(p)
 
     total = 0.0
     for ws, dram in zip(p.waves, dram_reads, strict=True):
         b = ws.per_sm
-        writes = [w.record.global_write_bytes * w.execs * ws.blocks for w in p.ops]
+        writes = [w.record.global_write_bytes * w.execs
+                  * (min(ws.blocks, p.blocks) if w.per_block else ws.blocks) for w in p.ops]
         term: dict[str, tuple[float, list[int], list[float], str]] = {}
         tc_w = [times[i].tc * p.ops[i].execs for i in steady]
         term["tensor"] = (b * sum(tc_w), steady, tc_w, "compute")
@@ -537,72 +603,88 @@ def estimate(p: KernelProfile, coefficients: Mapping[str, float] | None = None,
         # start-up: a block waits one round trip for its first stage (and for tiles it loads
         # once), issued together; in the first wave every block streams its first stage at
         # once, later blocks start staggered and fetch it at their SM's L2 bandwidth
+        # (later blocks of a persistent kernel are later tiles: a producer role that runs
+        # ahead has their first stages in flight already)
         first = ws is p.waves[0]
-        starts: list[tuple[float, list[int]]] = []
+        starts: list[tuple[float, float, list[int]]] = []  # (first wave, later ones, ops)
         for idx, _depth, iter_bytes in pipelined_loops.values():
-            bw = r.hbm / ws.blocks if first else r.l2_sm
-            starts.append((max(op_latency[i] for i in idx) + iter_bytes / bw, idx))
-        once = [i for i, w in enumerate(p.ops) if any(
+            lat = max(op_latency[i] for i in idx)
+            later = 0.0 if all(p.ops[i].role in ahead for i in idx) else \
+                lat + iter_bytes / r.l2_sm
+            starts.append((lat + iter_bytes / (r.hbm / ws.blocks), later, idx))
+        once = [i for i, w in enumerate(p.ops) if not w.per_block and any(
             a.latency == ONCE or (a.latency == SERIAL and w.phase != STEADY)
             for a in w.record.reads)]
-        once_latency = max((op_latency[i] for i in once), default=0.0)
         if once:
-            starts.append((once_latency, once))
-        fill = max((f for f, _ in starts), default=0.0)
-        if first and ws.count > 1 and pipelined_loops:  # later waves of this shape
-            rest = max([max(op_latency[i] for i in i_) + b_ / r.l2_sm
-                        for i_, _d, b_ in pipelined_loops.values()] + [once_latency])
-            fill_all = fill + rest * (ws.count - 1)
-        else:
-            fill_all = fill * ws.count
+            once_latency = max(op_latency[i] for i in once)
+            later = 0.0 if all(p.ops[i].role in ahead for i in once) else once_latency
+            starts.append((once_latency, later, once))
+        once_block = [i for i, w in enumerate(p.ops) if w.per_block and any(
+            a.latency in (ONCE, SERIAL) for a in w.record.reads)]
+        if once_block:  # loaded once per block of a persistent kernel
+            starts.append((max(op_latency[i] for i in once_block), 0.0, once_block))
+        fill_first = max((f for f, _, _ in starts), default=0.0)
+        fill_later = max((f for _, f, _ in starts), default=0.0)
+        fill_all = fill_first + fill_later * (ws.count - 1) if first else \
+            fill_later * ws.count
         if starts:
-            owner = max(starts, key=lambda fs: fs[0])[1]
+            owner = max(starts, key=lambda fs: fs[0] if first else fs[1])[2]
             spread(owner, [1.0] * len(owner), "latency", fill_all)
-        # loads that every iteration waits for
+        # loads that every iteration waits for (copies completing together wait once)
         waited = 0.0
-        for i, w in enumerate(p.ops):
-            if w.phase != STEADY or not any(a.latency == SERIAL for a in w.record.reads):
-                continue
-            trips = p.loop_execs[w.loop] if w.loop is not None else 1.0
-            s = trips * op_latency[i]
-            credit(i, "latency", s * ws.count)
-            waited += s
-        # prologue and epilogue ops run on their own
-        serial = 0.0
+        for idx, trips in waited_groups:
+            secs = trips * max(op_latency[i] for i in idx)
+            for i in idx:
+                credit(i, "latency", secs * ws.count / len(idx))
+            waited += secs
+        # prologue and epilogue ops run on their own; a persistent kernel's work outside
+        # its tile loop runs once per block, in the first wave
+        serial = serial_once = 0.0
         for i in serial_ops:
             t, w = times[i], p.ops[i]
+            if w.per_block and not first:
+                continue
+            count = 1 if w.per_block else ws.count
             mem = max(b * (t.smem + t.l2), (dram[i] + writes[i]) / r.hbm) * w.execs
             comp = b * (t.tc + t.cuda) * w.execs
             syn = (t.sync + t.issue) * w.execs
-            credit(i, "memory", mem * ws.count)
-            credit(i, "compute", comp * ws.count)
-            credit(i, "sync", syn * ws.count)
-            serial += mem + comp + syn
+            credit(i, "memory", mem * count)
+            credit(i, "compute", comp * count)
+            credit(i, "sync", syn * count)
+            if w.per_block:
+                serial_once += mem + comp + syn
+            else:
+                serial += mem + comp + syn
         terms_total["fill"] = terms_total.get("fill", 0.0) + fill_all
         terms_total["waited"] = terms_total.get("waited", 0.0) + waited * ws.count
-        terms_total["serial"] = terms_total.get("serial", 0.0) + serial * ws.count
-        total += (wave + waited + serial) * ws.count + fill_all
+        terms_total["serial"] = terms_total.get("serial", 0.0) + serial * ws.count \
+            + serial_once
+        total += (wave + waited + serial) * ws.count + fill_all + serial_once
     launch = c["launch_us"] * 1e-6
     cat_total["launch"] += launch
     terms_total["launch"] = launch
     total += launch
 
     tensor_flops = sum((w.record.tensor.flops if w.record.tensor else 0.0) * w.execs
-                       for w in p.ops) * p.blocks
-    cuda_ops = sum(w.record.cuda_ops * w.execs for w in p.ops) * p.blocks
-    write_total = sum(w.record.global_write_bytes * w.execs for w in p.ops) * p.blocks
+                       * p.scale(w) for w in p.ops)
+    cuda_ops = sum(w.record.cuda_ops * w.execs * p.scale(w) for w in p.ops)
+    write_total = sum(w.record.global_write_bytes * w.execs * p.scale(w) for w in p.ops)
     compulsory = sum(t for t, _ in p.tensors.values()) + write_total
     roofline = max(_ideal_compute(p, tensor_flops, cuda_ops), compulsory / gpu.hbm_bandwidth)
     bottleneck = max(CATEGORIES, key=lambda k: cat_total[k])
     detail = _detail(p, bottleneck, contrib, terms_total)
     lines = _lines(p, contrib, launch, total)
-    work = {"tensor_flops": tensor_flops, "cuda_ops": cuda_ops, "dram_bytes": dram_total
-            + sum(w.record.global_write_bytes * w.execs for w in p.ops) * p.blocks,
+    work = {"tensor_flops": tensor_flops, "cuda_ops": cuda_ops,
+            "dram_bytes": dram_total + write_total,
             "l2_bytes": reads_total + write_total,
-            "smem_bytes": sum((w.record.smem_read + w.record.smem_write) * w.execs
-                              for w in p.ops) * p.blocks,
+            "smem_bytes": sum((w.record.smem_read + w.record.smem_write) * w.execs * p.scale(w)
+                              for w in p.ops),
             "compulsory_bytes": compulsory}
-    waves = p.blocks / (gpu.sms * p.blocks_per_sm) if p.blocks_per_sm else math.inf
+    # waves of blocks; of tiles for a persistent kernel (its blocks all run at once)
+    per_wave = gpu.sms * p.blocks_per_sm
+    if p.tile_loops is not None:
+        per_wave = min(per_wave, p.blocks)
+    waves = p.units / per_wave if per_wave else math.inf
     return Prediction(p.kernel.name, p.kernel.arch, p.arch.name, gpu.name, dict(p.dims), name,
                       total, tensor_flops, cuda_ops, roofline, bottleneck, detail, cat_total,
                       terms_total, work, p.grid, p.blocks, p.blocks_per_sm, waves,
@@ -621,7 +703,7 @@ def _dram_reads(p: KernelProfile, c: Mapping[str, float]) -> list[list[float]]:
     out = []
     for ws in p.waves:
         row = [0.0] * len(p.ops)
-        share = ws.blocks / p.blocks if p.blocks else 0.0
+        share = ws.blocks / p.units if p.units else 0.0
         for touched, idx in p.tensors.values():
             model = sum(ws.read_model[i] for i in idx)
             want = touched * share if touched <= resident else max(model, touched * share)
@@ -646,6 +728,43 @@ def _pipelined_loops(p: KernelProfile) -> dict[int, tuple[list[int], int, float]
             per_iter = w.execs / p.loop_execs[w.loop] if p.loop_execs[w.loop] else 0.0
             loops[w.loop] = (idx, min(depth, max(1, a.depth)), nbytes + a.bytes * per_iter)
     return loops
+
+
+def _waited_groups(p: KernelProfile) -> list[tuple[list[int], float]]:
+    """Serial loads of the steady loops, grouped by what one wait covers: the copies of
+    one iteration that complete on the same barrier share a round trip; any other
+    serial load is waited for on its own.  Each group comes with its executions."""
+    groups: dict[tuple[object, ...], list[int]] = {}
+    trips: dict[tuple[object, ...], float] = {}
+    for i, w in enumerate(p.ops):
+        if w.phase != STEADY:
+            continue
+        for a in w.record.reads:
+            if a.latency != SERIAL:
+                continue
+            key: tuple[object, ...] = (w.loop, w.role, a.group) if a.group else (i,)
+            idx = groups.setdefault(key, [])
+            if i not in idx:
+                idx.append(i)
+            t = p.loop_execs[w.loop] if w.loop is not None else 1.0
+            trips[key] = max(trips.get(key, 0.0), t)
+    return [(idx, trips[k]) for k, idx in groups.items()]
+
+
+def _runs_ahead(p: KernelProfile) -> set[str]:
+    """Roles of a persistent kernel that start the next tile's copies while the others
+    finish the current tile: roles whose tile-loop work is all inside inner loops (no
+    per-tile prologue or epilogue of their own), other than the kernel's only role."""
+    if p.tile_loops is None:
+        return set()
+    out = set()
+    for role in {w.role for w in p.ops if not w.per_block}:
+        if role == ALL_WARPS:
+            continue
+        tile_ops = [w for w in p.ops if w.role == role and not w.per_block]
+        if all(w.phase == STEADY or w.record == FREE for w in tile_ops):
+            out.add(role)
+    return out
 
 
 def _ideal_compute(p: KernelProfile, tensor_flops: float, cuda_ops: float) -> float:
@@ -679,6 +798,9 @@ def _detail(p: KernelProfile, category: str, contrib: list[dict[str, float]],
         best = max(mem_terms, key=lambda k: mem_terms[k]) if mem_terms else "dram"
         return _TERM_NAMES[best]
     if category == "latency":
+        if w is not None and any(a.latency == SERIAL and w.phase == STEADY
+                                 for a in w.record.reads):
+            return "memory latency (a load waited for in every iteration)"
         stages = {a.depth + 1 for w in p.ops for a in w.record.reads if a.latency == PIPELINED}
         if stages:
             return f"memory latency (pipeline of {min(stages)} stages)"

@@ -36,6 +36,11 @@ class GlobalAccess:
     feeds on.  `footprint` is the whole tensor's size, the compulsory traffic bound.
     `latency` says how the round trip is exposed: "pipelined" (up to `depth` iterations in
     flight), "serial" (every execution waits for it) or "once" (one wait per block).
+    Serial reads of one loop iteration that share a non-empty `group` (copies completing
+    on one mbarrier) are waited for together: one round trip, not one each.  `coords`
+    are the tile's coordinate expressions; they let the model count the distinct tiles
+    of a wave where the coordinates are computed from a tile index rather than taken
+    from `block.x` and friends (persistent kernels).
     """
 
     tensor: str
@@ -44,6 +49,8 @@ class GlobalAccess:
     footprint: float
     latency: str = SERIAL
     depth: int = 0
+    group: str = ""
+    coords: tuple[SymExpr, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +104,10 @@ class CostContext:
     """id(Value) -> the op that produced it (tiles find their coordinates here)."""
     cp_async_depth: int = 0
     """cp.async groups in flight at a wait inside a loop (0: the copies are waited at once)."""
+    load_exposure: dict[int, tuple[str, int]] = field(default_factory=dict)
+    """id(tma_load op) -> (latency, depth) read off where the kernel waits for the copy
+    (`cake_core.cost.exposure`); without an entry a copy on a pipeline has `stages - 1`
+    in flight and one on a raw mbarrier is waited for once."""
 
     def eval(self, expr: SymExpr) -> int:
         return evaluate(expr, self.env)
@@ -122,7 +133,7 @@ class CostContext:
         return 1
 
     def tile_access(self, value: Value, *, latency: str = SERIAL, depth: int = 0,
-                    replicas: int = 1) -> GlobalAccess:
+                    replicas: int = 1, group: str = "") -> GlobalAccess:
         """The global traffic of one access to the tile `value` (a TileType value).
 
         Bytes are clipped at the tensor's edge on average over a sweep of tiles: a tile
@@ -141,7 +152,18 @@ class CostContext:
                 extent = tile
             footprint *= extent
             nbytes *= extent / max(1, -(-extent // tile)) if extent > 0 else 0.0
-        return GlobalAccess(t.tensor, nbytes, self.tile_axes(value), footprint, latency, depth)
+        return GlobalAccess(t.tensor, nbytes, self.tile_axes(value), footprint, latency, depth,
+                            group, self.tile_coords(value))
+
+    def tile_coords(self, value: Value) -> tuple[SymExpr, ...]:
+        """The tile's coordinate expressions (empty when they are not known)."""
+        op = self.producers.get(id(value))
+        if op is None or "coords" not in op.args:
+            return ()
+        coords = op.args["coords"]
+        elts = coords.const if isinstance(coords.const, tuple) else (coords,)
+        syms = tuple(getattr(e, "sym", None) for e in elts)
+        return () if any(s is None for s in syms) else syms  # type: ignore[return-value]
 
     def tile_axes(self, value: Value) -> frozenset[str]:
         """Grid axes the tile's coordinates depend on (through `block.x` and friends)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cake_core.cost.exposure import barrier_key
 from cake_core.cost.record import ONCE, PIPELINED, SERIAL, CostContext, CostRecord
 from cake_core.ir.kernel import Op
 from cake_core.ir.types import PipelineType, SmemType, TileType
@@ -15,16 +16,23 @@ def _bytes(ctx: CostContext, t: object) -> float:
 def tma_load(op: Op, ctx: CostContext) -> CostRecord:
     """A TMA copy: one instruction, the tile's bytes from L2/DRAM into smem.
 
-    Completion on a pipeline overlaps up to `stages - 1` iterations of the loop around it;
-    on a raw mbarrier the kernel waits once for it (a tile loaded up front).
+    How much of its round trip the kernel waits for is read off the kernel's structure
+    (`cake_core.cost.exposure`): a pipeline whose loads run ahead of their waits keeps
+    `stages - 1` copies in flight; a copy waited for later in the same iteration (a
+    single-buffered raw mbarrier, a one-role pipeline in lockstep) exposes its round
+    trip every iteration; a raw mbarrier waited once (a tile loaded up front) exposes it
+    once per block.  Copies on one barrier are grouped: they complete together.
     """
-    bar = op.args["bar"].type
+    bar_value = op.args["bar"]
+    bar = bar_value.type
     if isinstance(bar, PipelineType):
-        latency, depth = (PIPELINED, bar.stages - 1) if bar.stages > 1 else (SERIAL, 0)
+        default = (PIPELINED, bar.stages - 1) if bar.stages > 1 else (SERIAL, 0)
     else:
-        latency, depth = ONCE, 0
-    src = op.args["src"]
-    access = ctx.tile_access(src, latency=latency, depth=depth)
+        default = (ONCE, 0)
+    latency, depth = ctx.load_exposure.get(id(op), default)
+    key = barrier_key(bar_value)
+    group = "/".join(key) if key is not None else ""
+    access = ctx.tile_access(op.args["src"], latency=latency, depth=depth, group=group)
     return CostRecord(reads=(access,), smem_write=_bytes(ctx, op.args["dst"].type), issue=2.0)
 
 
