@@ -139,6 +139,7 @@ class SymbolIndex:
     calls: list[CallSite] = field(default_factory=list)
     kernels: list[tuple[ast.FunctionDef, Kernel | None]] = field(default_factory=list)
     _starts: list[int] = field(default_factory=list, repr=False)
+    _by_kernel: dict[str | None, list[Symbol]] = field(default_factory=dict, repr=False)
 
     def occurrence_at(self, offset: int) -> Occurrence | None:
         """The name under the cursor; a cursor just after a name still selects it."""
@@ -163,22 +164,22 @@ class SymbolIndex:
     def visible_at(self, offset: int) -> list[Symbol]:
         """Names a kernel body may use at `offset`: top-level constants, then the kernel's
         parameters and the definitions made before `offset` (latest binding wins)."""
-        out: dict[str, Symbol] = {}
-        for s in self.symbols:
-            if s.kernel is None and s.kind is not SymbolKind.KERNEL:
-                out[s.name] = s
+        out = {s.name: s for s in self.symbols_of(None) if s.kind is not SymbolKind.KERNEL}
         here = self.kernel_at(offset)
         if here is not None:
             fn, _ = here
-            for s in self.symbols:
-                if s.kernel == fn.name and s.kind is not SymbolKind.ROLE and \
-                        s.span.start.offset < offset and \
-                        fn.span.start.offset <= s.span.start.offset:
+            for s in self.symbols_of(fn.name):
+                if s.kind is not SymbolKind.ROLE and \
+                        fn.span.start.offset <= s.span.start.offset < offset:
                     out[s.name] = s
         return list(out.values())
 
+    def symbols_of(self, kernel: str | None) -> list[Symbol]:
+        """The definitions inside one kernel (None: the top level), in source order."""
+        return self._by_kernel.get(kernel, [])
+
     def roles(self, kernel: str) -> list[Symbol]:
-        return [s for s in self.symbols if s.kind is SymbolKind.ROLE and s.kernel == kernel]
+        return [s for s in self.symbols_of(kernel) if s.kind is SymbolKind.ROLE]
 
 
 def build_index(module: ast.Module, program: Program | None,
@@ -190,6 +191,8 @@ def build_index(module: ast.Module, program: Program | None,
     idx = b.index
     idx.occurrences.sort(key=lambda o: (o.span.start.offset, o.span.end.offset))
     idx._starts = [o.span.start.offset for o in idx.occurrences]
+    for sym in idx.symbols:
+        idx._by_kernel.setdefault(sym.kernel, []).append(sym)
     idx.calls.sort(key=lambda c: c.span.start.offset)
     return idx
 
@@ -233,8 +236,12 @@ _RECEIVER = re.compile(r"([A-Za-z_]\w*)((?:\s*\[[^\[\]]*\])*)((?:\s*\.\s*[A-Za-z
                        r"(?:\s*\[[^\[\]]*\])*)*)\s*\.\s*(\w*)$")
 
 
-def receiver_type(text_before: str, index: SymbolIndex, offset: int) -> Type | None:
-    """The type of `recv` in `... recv.partial` (the text just before the cursor)."""
+def receiver_type(text_before: str, index: SymbolIndex, offset: int | None) -> Type | None:
+    """The type of `recv` in `... recv.partial` (the text just before the cursor).
+
+    With `offset` None the name is looked up anywhere in the index (its latest
+    definition): for an index of an older text, where the cursor's offset means nothing.
+    """
     m = _RECEIVER.search(text_before)
     if m is None:
         return None
@@ -252,9 +259,10 @@ def receiver_type(text_before: str, index: SymbolIndex, offset: int) -> Type | N
     return t
 
 
-def _name_type(name: str, index: SymbolIndex, offset: int) -> Type | None:
-    for s in index.visible_at(offset):
-        if s.name == name:
+def _name_type(name: str, index: SymbolIndex, offset: int | None) -> Type | None:
+    pool = index.visible_at(offset) if offset is not None else reversed(index.symbols)
+    for s in pool:
+        if s.name == name and s.kind is not SymbolKind.ROLE:
             return s.value.type if s.value is not None else None
     v = builtin(name, _EMPTY)
     return v.type if v is not None else None
@@ -355,6 +363,7 @@ class _Indexer:
         self.kernel: Kernel | None = None
         self.kname: str | None = None
         self.role_refs: list[tuple[str, Span]] = []
+        self.kernel_roles: list[Symbol] = []
         self.results: dict[tuple[int, int], list[Value]] = {}
         self.loop_vars: dict[int, Value] = {}
 
@@ -392,6 +401,7 @@ class _Indexer:
         self.kname, self.kernel = fn.name, kernel
         self.scope = {}
         self.role_refs = []
+        self.kernel_roles: list[Symbol] = []
         self.results, self.loop_vars = {}, {}
         if kernel is not None:
             for n in kernel.walk():
@@ -410,8 +420,9 @@ class _Indexer:
             self.define(p.name, SymbolKind.PARAM, p.name_span, p.span,
                         kp.value if kp is not None else None, self.scope)
         self.block(fn.body)
+        roles = {s.name: s for s in self.kernel_roles}
         for name, span in self.role_refs:
-            sym = next((s for s in self.index.roles(fn.name) if s.name == name), None)
+            sym = roles.get(name)
             if sym is not None:
                 self.index.occurrences.append(Occurrence(span, sym, False))
         self.kname, self.kernel = None, None
@@ -453,8 +464,8 @@ class _Indexer:
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "role" \
                 and e.args and isinstance(e.args[0], ast.Constant) \
                 and isinstance(e.args[0].value, str):
-            self.define(e.args[0].value, SymbolKind.ROLE, e.args[0].span, with_stmt.span,
-                        None, None)
+            self.kernel_roles.append(self.define(e.args[0].value, SymbolKind.ROLE,
+                                                 e.args[0].span, with_stmt.span, None, None))
 
     def value_for(self, name: str, rhs: Span) -> Value | None:
         for v in self.results.get((rhs.start.offset, rhs.end.offset), ()):

@@ -1,0 +1,75 @@
+"""What a run is asked to do: the options of `cake evolve`, stored with the run.
+
+A resumed run reads its configuration back from the runs store, so it goes on exactly as
+it started (same task, mode, seed kernel, budgets, RNG seed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Mode = Literal["clean", "reference", "portfolio"]
+MODES: tuple[Mode, ...] = ("clean", "reference", "portfolio")
+DEFAULT_RUN_DIR = Path("cake-runs")
+DEFAULT_EVALS_OFFLINE = 40
+DEFAULT_EVALS_MODEL = 24
+
+
+@dataclass
+class EvolveConfig:
+    task: str
+    """A task name in examples/tasks/ or a path to a task file."""
+    mode: Mode = "clean"
+    seed_kernel: str | None = None
+    """`--seed KERNEL`: a .cake file (optionally `file.cake::kernel`), reference mode."""
+    model: str | None = None
+    """A litellm provider string; None drives the graph with the offline policy."""
+    budget_tokens: int | None = None
+    budget_usd: float | None = None
+    budget_evals: int | None = None
+    run_dir: str = str(DEFAULT_RUN_DIR)
+    seed_rng: int = 0
+    batch: int = 0
+    """Candidates per generation (0: 2 offline, 1 with a model)."""
+    max_repairs: int = 2
+    """Repair rounds a candidate gets after the language server finds errors."""
+    patience: int = 6
+    """Generations without improvement before the offline search stops."""
+    executor: str = "local"
+    workers: int = 2
+    eval_timeout_s: float = 120.0
+    sim_schedules: int = 2
+    gates: tuple[str, ...] = ("static", "sim", "cost", "ptxas", "gpu")
+    max_tokens: int = 4096
+    model_timeout_s: float = 120.0
+    model_retries: int = 3
+    model_backoff_s: float = 2.0
+    """First wait after a transient model error (doubling, with jitter)."""
+    policy: str = "evolve"
+    """Offline policy: `evolve` (cost-model guided) or `random` (the baseline in bench/)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def effective_batch(self) -> int:
+        return self.batch or (1 if self.model else 2)
+
+    @property
+    def effective_evals(self) -> int:
+        if self.budget_evals is not None:
+            return self.budget_evals
+        return DEFAULT_EVALS_MODEL if self.model else DEFAULT_EVALS_OFFLINE
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["gates"] = list(self.gates)
+        return d
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EvolveConfig:
+        known = {f for f in cls.__dataclass_fields__}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        if "gates" in kwargs:
+            kwargs["gates"] = tuple(kwargs["gates"])
+        return cls(**kwargs)

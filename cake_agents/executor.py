@@ -1,0 +1,261 @@
+"""Where candidates are evaluated: in-process, a local process pool, or a Ray cluster.
+
+Evaluation runs kernels through the simulator, which can take long on a bad candidate
+(a huge loop, a deadlock explored to its bound).  So the default is a pool of worker
+processes, each job with a deadline: a worker that overruns is killed and replaced, and
+the candidate fails with a `timeout` finding at the gate it was in.  Workers report the
+gate they enter, which the live progress shows.
+
+`RayExecutor` fans the same jobs out over an existing Ray cluster (`--executor ray`,
+`ray.init(address=...)`); the job function is the same `gates.evaluate_job`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any, Protocol
+
+from cake_agents.gates import evaluate_job
+
+GateCallback = Callable[[str, str], None]
+"""(candidate hash, gate) as a worker enters a gate."""
+
+
+class Executor(Protocol):
+    name: str
+
+    def run(self, jobs: Sequence[dict[str, Any]], on_gate: GateCallback | None = None
+            ) -> list[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+def failed_result(hash_: str, gate: str, code: str, message: str) -> dict[str, Any]:
+    """The result of a job that did not finish (timeout, crashed worker)."""
+    finding = {"code": code, "severity": "error", "line": 0, "col": 0, "message": message,
+               "line_text": ""}
+    return {"hash": hash_, "status": "fail", "failed_gate": gate,
+            "gates": {gate: {"status": "fail", "seconds": 0.0, "detail": {},
+                             "findings": [finding]}},
+            "times": {}, "floors": {}, "bottlenecks": {}, "admitted": []}
+
+
+class InlineExecutor:
+    """Evaluates in the calling process: no isolation, no start-up cost (tests, bench)."""
+
+    name = "inline"
+
+    def run(self, jobs: Sequence[dict[str, Any]], on_gate: GateCallback | None = None
+            ) -> list[dict[str, Any]]:
+        out = []
+        for job in jobs:
+            h = job["hash"]
+            report = (lambda g, h=h: on_gate(h, g)) if on_gate is not None else None
+            out.append(evaluate_job(job, report))
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+# --- local process pool ------------------------------------------------------------------
+def _worker_main(conn: Connection) -> None:
+    """A worker: warm the compiler's imports, then evaluate jobs until the pipe closes."""
+    with contextlib.suppress(Exception):
+        import cake_core.check
+        import cake_core.cost.model
+        import cake_core.sim.tasks_run  # noqa: F401
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        h = job["hash"]
+        result = evaluate_job(job, lambda g, h=h: conn.send(("gate", h, g)))
+        conn.send(("done", h, result))
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Connection
+    job: dict[str, Any] | None = None
+    index: int = -1
+    started: float = 0.0
+    gate: str = "static"
+
+
+@dataclass
+class LocalPoolExecutor:
+    """`workers` processes (spawned, so nothing of the parent's threads is inherited)."""
+
+    workers: int = 2
+    timeout_s: float = 120.0
+    name: str = "local"
+    _pool: list[_Worker] = field(default_factory=list)
+
+    def _spawn(self) -> _Worker:
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=_worker_main, args=(child,), daemon=True,
+                        name="cake-evolve-worker")
+        p.start()
+        child.close()
+        return _Worker(p, parent)
+
+    def _kill(self, w: _Worker) -> None:
+        with contextlib.suppress(Exception):
+            w.process.kill()
+            w.process.join(timeout=5)
+        with contextlib.suppress(Exception):
+            w.conn.close()
+        if w in self._pool:
+            self._pool.remove(w)
+
+    def run(self, jobs: Sequence[dict[str, Any]], on_gate: GateCallback | None = None
+            ) -> list[dict[str, Any]]:
+        results: list[dict[str, Any] | None] = [None] * len(jobs)
+        pending = list(enumerate(jobs))
+        while len(self._pool) < min(self.workers, len(jobs)):
+            self._pool.append(self._spawn())
+        while pending or any(w.job is not None for w in self._pool):
+            for w in list(self._pool):
+                if w.job is None and pending:
+                    w.index, w.job = pending.pop(0)
+                    w.started, w.gate = time.monotonic(), "static"
+                    try:
+                        w.conn.send(w.job)
+                    except (OSError, BrokenPipeError):
+                        results[w.index] = failed_result(w.job["hash"], "static", "E-WORKER",
+                                                         "the evaluation worker died")
+                        self._kill(w)
+                        self._pool.append(self._spawn())
+            busy = [w for w in self._pool if w.job is not None]
+            if not busy:
+                continue
+            now = time.monotonic()
+            deadline = min(w.started + self.timeout_s for w in busy)
+            ready = wait([w.conn for w in busy], timeout=max(0.0, deadline - now))
+            for w in busy:
+                if w.conn in ready:
+                    try:
+                        kind, h, payload = w.conn.recv()
+                    except (EOFError, OSError):
+                        assert w.job is not None
+                        results[w.index] = failed_result(
+                            w.job["hash"], w.gate, "E-WORKER",
+                            f"the evaluation worker died in the {w.gate} gate")
+                        self._kill(w)
+                        self._pool.append(self._spawn())
+                        continue
+                    if kind == "gate":
+                        w.gate = payload
+                        if on_gate is not None:
+                            on_gate(h, payload)
+                    else:
+                        results[w.index] = payload
+                        w.job = None
+                elif time.monotonic() - w.started >= self.timeout_s:
+                    assert w.job is not None
+                    results[w.index] = failed_result(
+                        w.job["hash"], w.gate, "E-TIMEOUT",
+                        f"evaluation exceeded {self.timeout_s:g} s in the {w.gate} gate")
+                    self._kill(w)
+                    self._pool.append(self._spawn())
+        return [r for r in results if r is not None]
+
+    def close(self) -> None:
+        for w in list(self._pool):
+            with contextlib.suppress(Exception):
+                w.conn.close()
+            with contextlib.suppress(Exception):
+                w.process.join(timeout=2)
+            if w.process.is_alive():
+                self._kill(w)
+        self._pool.clear()
+
+
+# --- Ray ---------------------------------------------------------------------------------
+def _ray_evaluate(job: dict[str, Any]) -> dict[str, Any]:
+    return evaluate_job(job)
+
+
+class RayExecutor:
+    """Jobs as Ray tasks.
+
+    `address` joins an existing cluster (`ray://...` or `auto`); None starts a Ray
+    instance on this machine with `num_cpus` workers (what the tests use: Ray removed its
+    in-process "local mode", so a one-machine instance is the local way to run it).
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, *, timeout_s: float = 120.0,
+                 num_cpus: int | None = None) -> None:
+        import ray
+
+        self._ray = ray
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"ignore_reinit_error": True, "include_dashboard": False,
+                                      "log_to_driver": False, "configure_logging": False}
+            if address is None and num_cpus is not None:
+                kwargs["num_cpus"] = num_cpus
+            ray.init(address=address, **kwargs)
+        self._remote = ray.remote(_ray_evaluate)
+        self.timeout_s = timeout_s
+
+    def run(self, jobs: Sequence[dict[str, Any]], on_gate: GateCallback | None = None
+            ) -> list[dict[str, Any]]:
+        ray = self._ray
+        refs = [self._remote.remote(dict(j)) for j in jobs]
+        out = []
+        deadline = time.monotonic() + self.timeout_s
+        for job, ref in zip(jobs, refs, strict=True):
+            try:
+                out.append(ray.get(ref, timeout=max(0.1, deadline - time.monotonic())))
+            except Exception as exc:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+                kind = "E-TIMEOUT" if "Timeout" in type(exc).__name__ else "E-WORKER"
+                out.append(failed_result(job["hash"], "sim", kind,
+                                         f"ray task failed: {type(exc).__name__}: {exc}"))
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+class CachingExecutor:
+    """Remembers results by candidate hash across runs (benchmarks re-meet kernels)."""
+
+    def __init__(self, inner: Executor, cache: dict[str, dict[str, Any]] | None = None
+                 ) -> None:
+        self.inner = inner
+        self.cache = {} if cache is None else cache
+        self.name = f"cached-{inner.name}"
+
+    def run(self, jobs: Sequence[dict[str, Any]], on_gate: GateCallback | None = None
+            ) -> list[dict[str, Any]]:
+        todo = [j for j in jobs if j["hash"] not in self.cache]
+        for r in self.inner.run(todo, on_gate):
+            self.cache[r["hash"]] = r
+        return [self.cache[j["hash"]] for j in jobs]
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def make_executor(kind: str, *, workers: int = 2, timeout_s: float = 120.0,
+                  address: str | None = None) -> Executor:
+    if kind == "inline" or (kind == "local" and workers <= 0):
+        return InlineExecutor()
+    if kind == "local":
+        return LocalPoolExecutor(workers=workers, timeout_s=timeout_s)
+    if kind == "ray":
+        return RayExecutor(address, timeout_s=timeout_s)
+    raise ValueError(f"unknown executor {kind!r} (local, inline, ray)")

@@ -1,0 +1,278 @@
+"""Models: litellm behind a small interface, plus a scripted model for tests and demos.
+
+`ModelClient` is one attempt at one completion.  `ModelCaller` adds what every call
+needs: the budget check before the call (worst case from `max_tokens`), retries with
+exponential backoff on transient errors, a timeout, usage and cost recorded per node and
+candidate in the runs store, and replay: a call whose answer is already in the store (a
+run resumed after a crash) returns that answer instead of paying for it again.
+
+litellm is imported lazily, and `LITELLM_LOCAL_MODEL_COST_MAP=True` is set first, so that
+it never fetches its price table from the internet; nothing imports it unless a model is
+configured.  API keys come from the environment, as litellm reads them.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cake_agents.budget import Allowance, Budget, Spent, allow_call
+from cake_agents.redact import scrub
+
+Message = dict[str, str]
+PROMPT_MARGIN = 1.1
+
+
+class ModelError(Exception):
+    """A failed attempt; `transient` errors (rate limits, timeouts) are retried."""
+
+    def __init__(self, message: str, *, transient: bool) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    text: str
+    tokens_in: int
+    tokens_out: int
+    usd: float
+    finish_reason: str = "stop"
+
+
+class ModelClient(Protocol):
+    name: str
+
+    def count_tokens(self, messages: Sequence[Message]) -> int: ...
+
+    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None: ...
+
+    def complete(self, messages: Sequence[Message], *, max_tokens: int,
+                 timeout: float) -> ModelReply: ...
+
+
+def _approx_tokens(messages: Sequence[Message]) -> int:
+    return sum(len(m.get("content", "")) // 3 + 4 for m in messages) + 3
+
+
+# --- litellm ------------------------------------------------------------------------------
+def import_litellm() -> Any:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_LOG", "ERROR")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    litellm.telemetry = False
+    return litellm
+
+
+_TRANSIENT = ("RateLimitError", "Timeout", "APIConnectionError", "ServiceUnavailableError",
+              "InternalServerError", "APIError")
+
+
+class LiteLLMClient:
+    """Any litellm provider string (`openai/gpt-4o`, `anthropic/claude-...`, `ollama/...`).
+
+    `completion_kwargs` pass through to `litellm.completion` (tests use `mock_response`).
+    `price_per_token` overrides litellm's price table (input, output dollars per token).
+    """
+
+    def __init__(self, model: str, *, completion_kwargs: dict[str, Any] | None = None,
+                 price_per_token: tuple[float, float] | None = None) -> None:
+        self.name = model
+        self._kwargs = dict(completion_kwargs or {})
+        self._price = price_per_token
+        self._litellm = import_litellm()
+
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        try:
+            return int(self._litellm.token_counter(model=self.name, messages=list(messages)))
+        except Exception:
+            return _approx_tokens(messages)
+
+    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        if self._price is not None:
+            return prompt_tokens * self._price[0] + completion_tokens * self._price[1]
+        try:
+            a, b = self._litellm.cost_per_token(model=self.name, prompt_tokens=prompt_tokens,
+                                                completion_tokens=completion_tokens)
+            return float(a) + float(b)
+        except Exception:
+            return None
+
+    def complete(self, messages: Sequence[Message], *, max_tokens: int,
+                 timeout: float) -> ModelReply:
+        try:
+            resp = self._litellm.completion(model=self.name, messages=list(messages),
+                                            max_tokens=max_tokens, timeout=timeout,
+                                            num_retries=0, **self._kwargs)
+        except Exception as exc:
+            kind = type(exc).__name__
+            raise ModelError(f"{kind}: {scrub(str(exc))[:500]}",
+                             transient=kind in _TRANSIENT) from None
+        choice = resp.choices[0]
+        text = getattr(choice.message, "content", None) or ""
+        usage = getattr(resp, "usage", None)
+        t_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+        t_out = int(getattr(usage, "completion_tokens", 0) or 0)
+        usd = self.price(t_in, t_out)
+        return ModelReply(text, t_in, t_out, float(usd or 0.0),
+                          str(getattr(choice, "finish_reason", "") or "stop"))
+
+
+# --- scripted -----------------------------------------------------------------------------
+Script = str | Exception | Callable[[Sequence[Message]], str]
+
+
+@dataclass
+class ScriptedModel:
+    """A deterministic model: answers from a list, in order (the last one repeats).
+
+    An answer may be a string, an exception to raise (a `ModelError` to simulate provider
+    failures) or a function of the messages.  Tokens are counted as characters / 3 and
+    priced at `price_per_token`, so budgets behave as with a real model.
+    """
+
+    answers: list[Script]
+    name: str = "scripted"
+    price_per_token: tuple[float, float] = (1e-6, 2e-6)
+    finish_reasons: list[str] = field(default_factory=list)
+    calls: list[list[Message]] = field(default_factory=list)
+
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        return _approx_tokens(messages)
+
+    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        return prompt_tokens * self.price_per_token[0] + completion_tokens * \
+            self.price_per_token[1]
+
+    def complete(self, messages: Sequence[Message], *, max_tokens: int,
+                 timeout: float) -> ModelReply:
+        i = len(self.calls)
+        self.calls.append([dict(m) for m in messages])
+        answer = self.answers[min(i, len(self.answers) - 1)]
+        if isinstance(answer, Exception):
+            raise answer
+        text = answer(messages) if callable(answer) else answer
+        t_in = self.count_tokens(messages)
+        t_out = min(max_tokens, max(1, len(text) // 3))
+        finish = self.finish_reasons[i] if i < len(self.finish_reasons) else "stop"
+        if len(text) // 3 > max_tokens:
+            text, finish = text[: max_tokens * 3], "length"
+        return ModelReply(text, t_in, t_out, self.price(t_in, t_out) or 0.0, finish)
+
+
+# --- the caller ---------------------------------------------------------------------------
+@dataclass
+class CallRecord:
+    """One attempt as it was charged: what the budget and the store saw."""
+
+    attempt: int
+    tokens_in: int
+    tokens_out: int
+    usd: float
+    ok: bool
+    text: str = ""
+    finish_reason: str = ""
+    error: str = ""
+    replayed: bool = False
+
+
+@dataclass
+class CallOutcome:
+    records: list[CallRecord]
+    reply: CallRecord | None
+    stopped: str = ""
+    """Why no answer came: a budget reason or the last error."""
+    budget_spent: bool = False
+    """No answer because the budget cannot pay for another call: the run is over."""
+
+    @property
+    def tokens(self) -> int:
+        return sum(r.tokens_in + r.tokens_out for r in self.records)
+
+    @property
+    def usd(self) -> float:
+        return sum(r.usd for r in self.records)
+
+
+@dataclass
+class ModelCaller:
+    client: ModelClient
+    budget: Budget
+    store: Any = None
+    run_id: str = ""
+    max_tokens: int = 4096
+    timeout_s: float = 120.0
+    retries: int = 3
+    backoff_s: float = 2.0
+    sleep: Callable[[float], None] = time.sleep
+
+    def allowance(self, messages: Sequence[Message], spent: Spent) -> tuple[int, Allowance]:
+        # Tokenizers disagree a little: leave a margin so the provider's own count fits.
+        prompt = int(self.client.count_tokens(messages) * PROMPT_MARGIN) + 16
+        return prompt, allow_call(self.budget, spent, prompt, self.max_tokens,
+                                  self.client.price)
+
+    def call(self, messages: Sequence[Message], *, node: str, step: int, first_attempt: int,
+             spent: Spent) -> CallOutcome:
+        """One completion with retries; attempts are numbered from `first_attempt`."""
+        records: list[CallRecord] = []
+        attempt = first_attempt
+        for retry in range(self.retries + 1):
+            replay = self._replay(step, node, attempt)
+            if replay is not None:
+                records.append(replay)
+                if replay.ok:
+                    return CallOutcome(records, replay)
+                attempt += 1
+                continue
+            now = spent.plus(sum(r.tokens_in + r.tokens_out for r in records),
+                             sum(r.usd for r in records))
+            prompt, allow = self.allowance(messages, now)
+            if not allow.ok:
+                return CallOutcome(records, None, allow.reason, budget_spent=True)
+            t0 = time.perf_counter()
+            try:
+                reply = self.client.complete(messages, max_tokens=allow.max_tokens,
+                                             timeout=self.timeout_s)
+            except ModelError as exc:
+                usd = self.client.price(prompt, 0) or 0.0
+                rec = CallRecord(attempt, prompt, 0, usd, False, error=str(exc))
+                records.append(rec)
+                self._record(step, node, rec, time.perf_counter() - t0)
+                attempt += 1
+                if not exc.transient or retry == self.retries:
+                    return CallOutcome(records, None, scrub(str(exc)))
+                jitter = random.Random(f"{self.run_id}:{step}:{node}:{attempt}").random()
+                self.sleep(self.backoff_s * (2 ** retry) * (0.5 + jitter))
+                continue
+            rec = CallRecord(attempt, reply.tokens_in or prompt, reply.tokens_out,
+                             reply.usd, True, reply.text, reply.finish_reason)
+            records.append(rec)
+            self._record(step, node, rec, time.perf_counter() - t0)
+            return CallOutcome(records, rec)
+        return CallOutcome(records, None, "retries exhausted")
+
+    def _replay(self, step: int, node: str, attempt: int) -> CallRecord | None:
+        if self.store is None:
+            return None
+        row = self.store.usage_row(self.run_id, step, node, attempt)
+        if row is None:
+            return None
+        return CallRecord(attempt, int(row["tokens_in"]), int(row["tokens_out"]),
+                          float(row["usd"]), bool(row["ok"]), row["response"] or "",
+                          row["finish_reason"] or "", row["error"] or "", replayed=True)
+
+    def _record(self, step: int, node: str, rec: CallRecord, seconds: float) -> None:
+        if self.store is None:
+            return
+        self.store.add_usage(self.run_id, step=step, node=node, attempt=rec.attempt, hash_="",
+                             model=self.client.name, tokens_in=rec.tokens_in,
+                             tokens_out=rec.tokens_out, usd=rec.usd, seconds=seconds,
+                             ok=rec.ok, error=rec.error, response=rec.text,
+                             finish_reason=rec.finish_reason)

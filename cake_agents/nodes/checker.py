@@ -1,0 +1,98 @@
+"""The checker: reads each candidate's diagnostics from `cake lsp`, as an editor does.
+
+The candidate is opened in the language server (or changed, after a repair), its
+diagnostics are pulled, and for every error the server's quick fixes are fetched with a
+code-action request.  Errors become recorded failures (gate `check`); a candidate with
+errors is marked repairable when the server offers a fix or a model can be asked.  If the
+server cannot be started at all, the same check runs in-process and the run records that
+it did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cake_agents.context import AgentContext
+from cake_agents.lsp_client import LspDiagnostic, LspError
+from cake_agents.nodes.common import failure
+from cake_agents.state import EvolveState
+
+
+def make_checker(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
+    def checker(state: EvolveState) -> dict[str, Any]:
+        ctx.emit("node", name="checker", step=state.step)
+        if ctx.lsp is not None:
+            while ctx.lsp.messages:
+                ctx.emit("warning", message=f"cake lsp: {ctx.lsp.messages.popleft()}")
+        batch, failures = [], []
+        for cand in state.batch:
+            cand = dict(cand)
+            diags, fixes, source = _check(ctx, cand)
+            errors = [d for d in diags if d["severity"] == "error"]
+            ctx.store.add_diagnostics(ctx.run_id, cand["hash"], state.step,
+                                      state.repair_round, source, diags)
+            lines = cand["text"].splitlines()
+            for i, d in enumerate(errors):
+                ln = d["line"]
+                failures.append(failure(
+                    ctx, step=state.step, hash_=cand["hash"], gate="check", code=d["code"],
+                    message=d["message"], line_text=lines[ln] if 0 <= ln < len(lines) else "",
+                    move_class=cand.get("move_class", ""),
+                    ordinal=1000 * state.repair_round + i))
+            cand.update(diagnostics=diags, errors=len(errors), quick_fixes=fixes,
+                        checked_by=source)
+            cand["repairable"] = bool(errors) and \
+                cand.get("repairs", 0) < ctx.config.max_repairs and \
+                (bool(fixes) or ctx.caller is not None)
+            batch.append(cand)
+        return {"batch": batch, "pending_failures": failures}
+
+    return checker
+
+
+def _check(ctx: AgentContext, cand: dict[str, Any]
+           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    if ctx.lsp is not None:
+        for attempt in range(2):
+            try:
+                return (*_via_lsp(ctx, cand), "lsp")
+            except LspError as exc:
+                ctx.lsp_problem = str(exc)
+                if attempt == 0:
+                    try:
+                        ctx.lsp.start()  # the server died: one restart, then give up
+                    except LspError as again:
+                        ctx.lsp_problem = str(again)
+                        break
+        ctx.emit("warning", message=f"language server unavailable ({ctx.lsp_problem}); "
+                                    "checking in-process")
+    return (*_in_process(cand), "in-process")
+
+
+def _via_lsp(ctx: AgentContext, cand: dict[str, Any]
+             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    assert ctx.lsp is not None
+    uri = cand["uri"]
+    got: list[LspDiagnostic] = ctx.lsp.open(uri, cand["text"])
+    diags, fixes = [], []
+    for i, d in enumerate(got):
+        entry = d.to_json()
+        if d.is_error:
+            qf = ctx.lsp.quick_fixes(uri, d)
+            entry["has_fix"] = bool(qf)
+            fixes.extend({"diag": i, "title": f.title, "preferred": f.preferred,
+                          "edits": [list(e) for e in f.edits]} for f in qf)
+        diags.append(entry)
+    return diags, fixes
+
+
+def _in_process(cand: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    from cake_core.check import check_text
+
+    res = check_text(cand["text"], f"{cand['hash']}.cake")
+    diags = [{"code": d.code, "severity": d.severity.value, "message": d.message,
+              "line": d.span.start.line, "col": d.span.start.col_utf16,
+              "end_line": d.span.end.line, "end_col": d.span.end.col_utf16,
+              "has_fix": bool(d.fixes)} for d in res.diagnostics]
+    return diags, []

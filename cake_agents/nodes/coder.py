@@ -1,0 +1,119 @@
+"""The coder: writes the generation's candidate kernels.
+
+Offline it applies the planner's tactic moves to their parents (a tactic that declines is
+a recorded failure).  With a model it asks for a full kernel in a ```python block; an
+answer without a usable block (none, cut off, empty, garbage) is a recorded failure and
+the request is repeated with a note saying what was wrong, within the retry and budget
+limits.  Every candidate's text goes to the runs store before the node returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cake_agents.context import AgentContext
+from cake_agents.extract import MalformedOutput, extract_kernel
+from cake_agents.nodes.common import failure, merge_usage, new_candidate, spent, usage_delta
+from cake_agents.policy import Move
+from cake_agents.prompts import RETRY_NOTES, coder_messages
+from cake_agents.state import EvolveState
+
+
+def make_coder(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
+    def coder(state: EvolveState) -> dict[str, Any]:
+        ctx.emit("node", name="coder", step=state.step)
+        plan = state.plan
+        kind = plan.get("kind")
+        if kind == "seed":
+            cand = new_candidate(ctx, step=state.step, idx=0, text=ctx.info.seed_text,
+                                 parent=None, tactic="seed", params={}, origin="seed",
+                                 rationale=f"the seed kernel ({ctx.info.seed_path})")
+            return {"batch": [cand], "proposed": state.proposed + 1}
+        if kind == "tactics":
+            return _tactics(ctx, state, plan)
+        if kind == "model":
+            return _model(ctx, state, plan)
+        return {"batch": []}
+
+    return coder
+
+
+def _tactics(ctx: AgentContext, state: EvolveState, plan: dict[str, Any]) -> dict[str, Any]:
+    lab = ctx.policy.lab  # type: ignore[attr-defined]
+    batch, failures = [], []
+    for i, m in enumerate(plan.get("moves", [])):
+        parent_text = ctx.text_of(m["parent"])
+        move = Move(m["tactic"], dict(m["params"]))
+        applied = lab.apply(parent_text, move) if parent_text is not None else None
+        if applied is None:
+            failures.append(failure(ctx, step=state.step, hash_=m["parent"], gate="coder",
+                                    code="E-TACTIC", message=f"tactic {m['move']} declined "
+                                    "to rewrite this kernel", move_class=m["move_class"],
+                                    ordinal=i))
+            continue
+        text, why = applied
+        batch.append(new_candidate(ctx, step=state.step, idx=i, text=text, parent=m["parent"],
+                                   tactic=m["tactic"], params=m["params"], origin="coder",
+                                   rationale=why, move=m["move"], move_class=m["move_class"]))
+    return {"batch": batch, "pending_failures": failures, "proposed": state.proposed +
+            len(batch)}
+
+
+def _model(ctx: AgentContext, state: EvolveState, plan: dict[str, Any]) -> dict[str, Any]:
+    assert ctx.caller is not None
+    parent = plan["parent"]
+    parent_text = ctx.text_of(parent) or ctx.info.seed_text
+    bucket = plan.get("bucket")
+    shapes = [f"{s.key} (weight {s.weight:g})" for s in ctx.target_shapes(bucket)]
+    entry = state.population.get(parent, {})
+    usage: dict[str, dict[str, float]] = {}
+    failures: list[dict[str, Any]] = []
+    batch: list[dict[str, Any]] = []
+    attempt = 0
+    note = ""
+    tries = ctx.config.model_retries + 1
+    for idx in range(int(plan.get("n", 1))):
+        for _ in range(tries):
+            messages = coder_messages(
+                task_name=ctx.info.name, description=ctx.info.task.description,
+                shapes=shapes, parent_text=parent_text,
+                bottleneck=plan.get("bottleneck", ""), hot_lines=entry.get("hot_lines", []),
+                hints=plan.get("hints", []), memory=state.memory, retry_note=note)
+            outcome = ctx.caller.call(messages, node="coder", step=state.step,
+                                      first_attempt=attempt,
+                                      spent=spent(ctx, merge_usage(state.usage, usage),
+                                                  state.evals))
+            attempt += max(1, len(outcome.records))
+            usage = merge_usage(usage, usage_delta("coder", outcome))
+            if outcome.reply is None:
+                failures.append(failure(ctx, step=state.step, hash_=parent, gate="model",
+                                        code="E-MODEL", message=outcome.stopped,
+                                        ordinal=attempt))
+                done = _done(state, batch, failures, usage)
+                if outcome.budget_spent:
+                    done.update(done=True, stop_reason=outcome.stopped)
+                return done
+            try:
+                got = extract_kernel(outcome.reply.text, outcome.reply.finish_reason)
+            except MalformedOutput as exc:
+                failures.append(failure(ctx, step=state.step, hash_=parent, gate="model",
+                                        code=f"E-{exc.reason.upper()}", message=exc.detail,
+                                        ordinal=outcome.reply.attempt))
+                note = RETRY_NOTES.get(exc.reason, RETRY_NOTES["no-code-block"])
+                continue
+            cand = new_candidate(ctx, step=state.step, idx=idx, text=got.text, parent=parent,
+                                 tactic="model", params={"model": ctx.caller.client.name},
+                                 origin="coder", rationale=plan.get("reason", ""))
+            ctx.store.set_usage_hash(ctx.run_id, state.step, "coder",
+                                     outcome.reply.attempt, cand["hash"])
+            batch.append(cand)
+            note = ""
+            break
+    return _done(state, batch, failures, usage)
+
+
+def _done(state: EvolveState, batch: list[dict[str, Any]], failures: list[dict[str, Any]],
+          usage: dict[str, dict[str, float]]) -> dict[str, Any]:
+    return {"batch": batch, "pending_failures": failures, "usage": usage,
+            "proposed": state.proposed + len(batch)}

@@ -1,0 +1,120 @@
+"""The repairer: fixes what the checker found, preferring the server's own quick fixes.
+
+For each candidate with errors it first applies the language server's quick fixes (the
+preferred one per diagnostic, else the first; overlapping edits are left for the next
+round, where the server offers them again).  When the server has no fix and a model is
+configured, the model gets the kernel with its diagnostics and answers with a corrected
+file.  The repaired text is a new candidate (new hash, same parent) that goes back to the
+checker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cake_agents.context import AgentContext
+from cake_agents.extract import MalformedOutput, extract_kernel
+from cake_agents.lsp_client import apply_lsp_edits
+from cake_agents.nodes.common import failure, merge_usage, new_candidate, spent, usage_delta
+from cake_agents.prompts import RETRY_NOTES, repair_messages
+from cake_agents.state import EvolveState
+
+
+def apply_quick_fixes(text: str, fixes: list[dict[str, Any]]) -> tuple[str, list[str]]:
+    """One fix per diagnostic (preferred first), skipping edits that overlap a taken one."""
+    by_diag: dict[int, dict[str, Any]] = {}
+    for f in fixes:
+        cur = by_diag.get(f["diag"])
+        if cur is None or (f["preferred"] and not cur["preferred"]):
+            by_diag[f["diag"]] = f
+    taken: list[tuple[tuple[int, int], tuple[int, int]]] = []
+    edits, titles = [], []
+    for f in by_diag.values():
+        spans = [((e[0], e[1]), (e[2], e[3])) for e in f["edits"]]
+        if any(a < y and x < b for a, b in spans for x, y in taken):
+            continue
+        taken.extend(spans)
+        edits.extend(tuple(e) for e in f["edits"])
+        titles.append(f["title"])
+    return (apply_lsp_edits(text, edits) if edits else text), titles
+
+
+def make_repairer(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
+    def repairer(state: EvolveState) -> dict[str, Any]:
+        ctx.emit("node", name="repairer", step=state.step)
+        batch, failures = [], []
+        usage: dict[str, dict[str, float]] = {}
+        attempt = 100 * (state.repair_round + 1)
+        repaired = 0
+        for idx, cand in enumerate(state.batch):
+            if not cand.get("repairable"):
+                batch.append(cand)
+                continue
+            text, how = cand["text"], []
+            if cand.get("quick_fixes"):
+                text, how = apply_quick_fixes(cand["text"], cand["quick_fixes"])
+                how = [f"quick fix: {t}" for t in how]
+            elif ctx.caller is not None:
+                new_text, used, fails, attempt, answered = _ask_model(ctx, state, cand, usage,
+                                                                      attempt)
+                usage = used
+                failures.extend(fails)
+                if new_text is not None:
+                    text, how = new_text, ["model repair"]
+            if text == cand["text"]:
+                cand = {**cand, "repairable": False}
+                batch.append(cand)
+                continue
+            fixed = new_candidate(
+                ctx, step=state.step, idx=idx, text=text, parent=cand["parent"],
+                tactic=cand["tactic"], params=cand["params"], origin="repairer",
+                rationale=cand.get("rationale", ""), move=cand.get("move", ""),
+                move_class=cand.get("move_class", ""), repairs=cand.get("repairs", 0) + 1,
+                uri=cand["uri"])
+            fixed["fixes"] = [*cand.get("fixes", []), *how]
+            fixed["repaired_from"] = cand["hash"]
+            if how == ["model repair"]:
+                ctx.store.set_usage_hash(ctx.run_id, state.step, "repairer", answered,
+                                         fixed["hash"])
+            batch.append(fixed)
+            repaired += 1
+        return {"batch": batch, "repair_round": state.repair_round + 1,
+                "pending_failures": failures, "usage": usage,
+                "proposed": state.proposed + repaired}
+
+    return repairer
+
+
+def _ask_model(ctx: AgentContext, state: EvolveState, cand: dict[str, Any],
+               usage: dict[str, dict[str, float]], attempt: int
+               ) -> tuple[str | None, dict[str, dict[str, float]], list[dict[str, Any]], int,
+                          int]:
+    """(fixed text or None, usage, failures, next attempt number, the answering attempt)"""
+    assert ctx.caller is not None
+    failures: list[dict[str, Any]] = []
+    note = ""
+    errors = [d for d in cand["diagnostics"] if d["severity"] == "error"]
+    for _ in range(ctx.config.model_retries + 1):
+        messages = repair_messages(text=cand["text"], diagnostics=errors, memory=state.memory,
+                                   retry_note=note)
+        outcome = ctx.caller.call(messages, node="repairer", step=state.step,
+                                  first_attempt=attempt,
+                                  spent=spent(ctx, merge_usage(state.usage, usage),
+                                              state.evals))
+        attempt += max(1, len(outcome.records))
+        usage = merge_usage(usage, usage_delta("repairer", outcome))
+        if outcome.reply is None:
+            failures.append(failure(ctx, step=state.step, hash_=cand["hash"], gate="model",
+                                    code="E-MODEL", message=outcome.stopped, ordinal=attempt))
+            return None, usage, failures, attempt, -1
+        try:
+            got = extract_kernel(outcome.reply.text, outcome.reply.finish_reason)
+        except MalformedOutput as exc:
+            failures.append(failure(ctx, step=state.step, hash_=cand["hash"], gate="model",
+                                    code=f"E-{exc.reason.upper()}", message=exc.detail,
+                                    ordinal=outcome.reply.attempt))
+            note = RETRY_NOTES.get(exc.reason, RETRY_NOTES["no-code-block"])
+            continue
+        return got.text, usage, failures, attempt, outcome.reply.attempt
+    return None, usage, failures, attempt, -1

@@ -1,0 +1,236 @@
+"""Running `cake evolve`: set up a run (or pick one up again) and drive the graph.
+
+A run lives in `<run-dir>/<run-id>/` (LangGraph's SQLite checkpoints, the best kernel,
+the report, the dispatcher in portfolio mode) and in `<run-dir>/runs.sqlite` (the runs
+store shared by all runs under that directory).  Every super-step of the graph is
+checkpointed before the next one starts (`durability="sync"`), so after a crash or a
+`kill -9`, `--resume RUN` continues from the last completed step: the interrupted node
+runs again, and because its store writes are keyed and its model answers replayed,
+nothing is lost or counted twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cake_agents.budget import Budget
+from cake_agents.config import EvolveConfig
+from cake_agents.context import AgentContext, SetupError, load_task_info
+from cake_agents.executor import Executor, make_executor
+from cake_agents.lsp_client import CakeLspClient, LspError
+from cake_agents.models import ModelCaller, ModelClient
+from cake_agents.progress import NullProgress, ProgressSink
+from cake_agents.store import STORE_NAME, RunsStore, StoreError
+
+CHECKPOINTS = "checkpoints.sqlite"
+RECURSION_LIMIT = 1_000_000
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    run_dir: Path
+    store_path: Path
+    status: str
+    stop_reason: str
+    evals: int
+    proposed: int
+    best_hash: str
+    best_score: float | None
+    usage: dict[str, float] = field(default_factory=dict)
+    report: Path | None = None
+    seconds: float = 0.0
+    winners: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "status": self.status, "stop_reason": self.stop_reason,
+                "evals": self.evals, "proposed": self.proposed, "best_hash": self.best_hash,
+                "best_score": self.best_score, "usage": self.usage,
+                "seconds": round(self.seconds, 2), "winners": self.winners}
+
+
+class _Starter(threading.Thread):
+    """Starts the language server in the background; `wait` re-raises its failure."""
+
+    def __init__(self, lsp: CakeLspClient) -> None:
+        super().__init__(name="cake-lsp-start", daemon=True)
+        self.lsp = lsp
+        self.error: LspError | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.lsp.start()
+        except LspError as exc:
+            self.error = exc
+
+    def wait(self) -> None:
+        self.join()
+        if self.error is not None:
+            raise self.error
+
+
+def new_run_id(task: str) -> str:
+    return f"{task}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def _values(v: Any) -> dict[str, Any]:
+    if isinstance(v, dict):
+        return v
+    return dict(vars(v)) if v is not None else {}
+
+
+def evolve(config: EvolveConfig, *, resume: str | None = None,
+           model: ModelClient | None = None, executor: Executor | None = None,
+           lsp: CakeLspClient | None = None, use_lsp: bool = True,
+           progress: ProgressSink | None = None, tactics: list[Any] | None = None,
+           lab: Any = None, write_report: bool = True, on_start: Any = None) -> RunSummary:
+    """Run (or resume) one evolution; returns where it is stored and what it found.
+
+    Every dependency can be injected (a model client, an executor, a running language
+    server, a tactic lab): the CLI passes none, tests and benchmarks pass their own.
+    """
+    t0 = time.monotonic()
+    root = Path(config.run_dir)
+    # a new run is checked before anything is created on disk: a typo in the task name
+    # must not leave an empty runs directory behind
+    info = None if resume else load_task_info(config)
+    store = RunsStore(root / STORE_NAME)
+    owned: list[Any] = []
+    saver_conn: sqlite3.Connection | None = None
+    # The language server takes seconds to come up: start it now, on the other core,
+    # while this process loads the task, the plugins and LangGraph.
+    starting: _Starter | None = None
+    if lsp is None and use_lsp:
+        lsp = CakeLspClient()
+        owned.append(lsp)
+        starting = _Starter(lsp)
+    try:
+        if resume:
+            try:
+                run_id = store.find_run(resume)
+            except StoreError as exc:
+                raise SetupError(str(exc)) from exc
+            row = store.run(run_id)
+            assert row is not None
+            stored = EvolveConfig.from_json(row["config"])
+            stored.run_dir = config.run_dir
+            config = stored
+        else:
+            run_id = new_run_id(Path(config.task).stem)
+        if info is None:
+            info = load_task_info(config)
+        if not resume:
+            store.create_run(run_id, task=info.name, mode=config.mode, model=config.model,
+                             seed_rng=config.seed_rng, config=config.to_json())
+        if on_start is not None:
+            on_start(run_id)
+        from cake_agents.policy import TacticLab, make_policy
+
+        if tactics is None:
+            from cake_core.plugins import load_config, load_plugins
+
+            tactics = [t for _, t in load_plugins(load_config()).tactics()]
+        # a lab may be shared by runs of one kernel (benchmarks): it only caches
+        policy = make_policy(config.policy, lab or TacticLab(tactics, info.kernel, info.arch))
+        caller = None
+        if config.model or model is not None:
+            if model is None:
+                from cake_agents.models import LiteLLMClient
+
+                model = LiteLLMClient(str(config.model))
+            caller = ModelCaller(model, Budget(config.budget_tokens, config.budget_usd,
+                                               config.effective_evals),
+                                 store, run_id, max_tokens=config.max_tokens,
+                                 timeout_s=config.model_timeout_s,
+                                 retries=config.model_retries,
+                                 backoff_s=config.model_backoff_s)
+        if executor is None:
+            executor = make_executor(config.executor, workers=config.workers,
+                                     timeout_s=config.eval_timeout_s)
+            owned.append(executor)
+        problem = ""
+        if lsp is not None:
+            try:
+                if starting is not None:
+                    starting.wait()
+                else:
+                    lsp.start()
+            except LspError as exc:
+                problem, lsp = str(exc), None
+        ctx = AgentContext(config, info, store, run_id, executor, policy, lsp, caller,
+                           progress or NullProgress(), problem)
+        if problem:
+            ctx.emit("warning", message=f"{problem}; checking in-process")
+        out_dir = root / run_id
+        out_dir.mkdir(parents=True, exist_ok=True)
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        from cake_agents.graph import build_graph
+        from cake_agents.state import EvolveState
+
+        saver_conn = sqlite3.connect(out_dir / CHECKPOINTS, check_same_thread=False)
+        graph = build_graph(ctx, checkpointer=SqliteSaver(saver_conn))
+        cfg: dict[str, Any] = {"configurable": {"thread_id": run_id},
+                               "recursion_limit": RECURSION_LIMIT}
+        snapshot = graph.get_state(cfg)
+        started = bool(_values(snapshot.values))
+        inp = None if started else EvolveState(
+            run_id=run_id, baseline={"times": info.baseline, "floors": info.floors,
+                                     "bottleneck": info.bottleneck})
+        if not started or snapshot.next:
+            store.set_status(run_id, "running")
+            try:
+                for values in graph.stream(inp, cfg, stream_mode="values",
+                                           durability="sync"):
+                    ctx.progress.state(_values(values))
+            except KeyboardInterrupt:
+                store.set_status(run_id, "interrupted",
+                                 stop_reason="interrupted; resume with --resume")
+                raise
+            except Exception as exc:
+                store.set_status(run_id, "failed", stop_reason=f"{type(exc).__name__}: {exc}"
+                                 "; resume with --resume once the cause is fixed")
+                raise
+        final = _values(graph.get_state(cfg).values)
+        summary = _summary(run_id, root, store, final, time.monotonic() - t0)
+        store.set_status(run_id, "finished", stop_reason=summary.stop_reason,
+                         summary=summary.to_json())
+        if write_report:
+            from cake_agents.report import write_report as write
+
+            summary.report = write(store, run_id, out_dir / "report.html")
+        return summary
+    finally:
+        if starting is not None:
+            starting.join()
+        if progress is not None:
+            with contextlib.suppress(Exception):
+                progress.close()
+        for thing in reversed(owned):
+            with contextlib.suppress(Exception):
+                if isinstance(thing, CakeLspClient):
+                    thing.stop()
+                else:
+                    thing.close()
+        if saver_conn is not None:
+            saver_conn.close()
+        store.close()
+
+
+def _summary(run_id: str, root: Path, store: RunsStore, final: dict[str, Any],
+             seconds: float) -> RunSummary:
+    best = final.get("best", {}) or {}
+    total = (final.get("usage", {}) or {}).get("total", {})
+    return RunSummary(run_id, root / run_id, root / STORE_NAME, "finished",
+                      final.get("stop_reason", ""), int(final.get("evals", 0)),
+                      int(final.get("proposed", 0)), best.get("hash", ""),
+                      best.get("score"), {k: float(v) for k, v in total.items()},
+                      seconds=seconds, winners=dict(final.get("winners", {}) or {}))

@@ -1,0 +1,172 @@
+"""`cake evolve TASK`: evolve a kernel for a task with the agent graph (`cake_agents`).
+
+The compiler never imports the agents: this module imports `cake_agents` only when the
+command runs, and `cake_agents` imports LangGraph (and litellm, only with `--model`)
+only then.
+
+Exit status: 0 the run finished (whether or not it improved the seed), 1 the run could
+not make progress (the seed fails its gates and nothing repaired it), 2 usage problems
+(unknown task, unreadable seed, unknown run to resume) or an internal error.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:  # never imported at run time: the agents load only when the command runs
+    from cake_agents.config import EvolveConfig
+    from cake_agents.progress import ProgressSink
+    from cake_agents.run import RunSummary
+
+
+@click.command(name="evolve")
+@click.argument("task", required=False)
+@click.option("--mode", type=click.Choice(["clean", "reference", "portfolio"]), default=None,
+              help="clean: start from the task's kernel; reference: from --seed; "
+                   "portfolio: a winner per shape bucket plus a dispatcher. "
+                   "[default: clean, or reference with --seed]")
+@click.option("--seed", "seed_kernel", metavar="KERNEL",
+              help="Start from this .cake file (FILE or FILE::KERNEL).")
+@click.option("--model", metavar="M",
+              help="A litellm model string (e.g. openai/gpt-4o); keys come from the "
+                   "environment. Without it, the offline tactic search runs.")
+@click.option("--budget-tokens", type=click.IntRange(1), help="Most model tokens to use.")
+@click.option("--budget-usd", type=click.FloatRange(0, min_open=True),
+              help="Most dollars to spend on the model.")
+@click.option("--budget-evals", type=click.IntRange(1),
+              help="Most candidates to evaluate (default 40 offline, 24 with a model).")
+@click.option("--run-dir", type=click.Path(file_okay=False), default="cake-runs",
+              show_default=True, help="Where runs are stored.")
+@click.option("--resume", "resume", metavar="RUN",
+              help="Continue RUN (an id, a unique prefix, or `latest`) where it stopped.")
+@click.option("--seed-rng", type=int, default=0, show_default=True,
+              help="Seed of the search's random choices (same seed, same search).")
+@click.option("--batch", type=click.IntRange(1, 16), default=None,
+              help="Candidates per generation (default 2 offline, 1 with a model).")
+@click.option("--executor", type=click.Choice(["local", "inline", "ray"]), default="local",
+              show_default=True, help="Where evaluations run: a local process pool, this "
+                                      "process, or a Ray cluster (extra `ray`).")
+@click.option("--workers", type=click.IntRange(0, 64), default=2, show_default=True,
+              help="Worker processes of the local pool.")
+@click.option("--gates", default="static,sim,cost,ptxas,gpu", show_default=True,
+              help="Evaluation gates to run, in order (static and cost always run: the "
+                   "search ranks kernels by predicted time).")
+@click.option("--quiet", "-q", is_flag=True, help="No live progress; only the summary.")
+def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: str | None,
+           budget_tokens: int | None, budget_usd: float | None, budget_evals: int | None,
+           run_dir: str, resume: str | None, seed_rng: int, batch: int | None,
+           executor: str, workers: int, gates: str, quiet: bool) -> None:
+    """Evolve a kernel for TASK (a name in examples/tasks/ or a task file) under a budget.
+
+    Agents (planner, coder, checker, repairer, evaluator, archivist, reflector) read the
+    diagnostics of `cake lsp`, run the simulator and the cost model, and keep the best
+    kernels.  With no --model an offline search over the installed tactics drives the
+    same graph: no API key and no GPU needed.
+    """
+    if task is None and resume is None:
+        raise click.UsageError("give a TASK, or --resume RUN")
+    if mode == "reference" and not seed_kernel:
+        raise click.UsageError("--mode reference needs --seed KERNEL")
+    known = ("static", "sim", "cost", "ptxas", "gpu")
+    chosen_gates = [g.strip() for g in gates.split(",") if g.strip()]
+    bad = [g for g in chosen_gates if g not in known]
+    if bad:
+        raise click.UsageError(f"unknown gate(s) {', '.join(bad)}; choose from "
+                               f"{', '.join(known)}")
+    chosen_gates = [g for g in known if g in chosen_gates or g in ("static", "cost")]
+    if seed_kernel and not Path(seed_kernel.partition("::")[0]).is_file():
+        raise click.UsageError(f"no such seed kernel file: {seed_kernel.partition('::')[0]}")
+    try:
+        from cake_agents.config import EvolveConfig
+        from cake_agents.context import SetupError
+        from cake_agents.run import evolve as run_evolve
+    except ImportError as exc:
+        raise click.ClickException(
+            f"the agents are not available ({exc}); install langgraph and "
+            "langgraph-checkpoint-sqlite (and litellm for --model)") from exc
+    chosen: Any = mode or ("reference" if seed_kernel else "clean")  # checked by click.Choice
+    config = EvolveConfig(
+        task=task or "", mode=chosen,
+        seed_kernel=seed_kernel, model=model, budget_tokens=budget_tokens,
+        budget_usd=budget_usd, budget_evals=budget_evals, run_dir=run_dir,
+        seed_rng=seed_rng, batch=batch or 0, executor=executor, workers=workers,
+        gates=tuple(chosen_gates))
+    progress = _Progress(config, quiet)
+    try:
+        summary = run_evolve(config, resume=resume, progress=progress.sink,
+                             on_start=progress.start)
+    except SetupError as exc:
+        raise click.UsageError(str(exc)) from exc
+    _print_summary(summary, config)
+    if summary.best_hash == "" and summary.evals > 0:
+        sys.exit(1)
+
+
+class _Progress:
+    """Chooses the display once the run id is known (the panel shows it)."""
+
+    def __init__(self, config: EvolveConfig, quiet: bool) -> None:
+        from cake_agents.progress import LineProgress, NullProgress
+
+        self.config = config
+        self.sink: ProgressSink
+        if quiet:
+            self.sink = NullProgress()
+        elif not sys.stdout.isatty():
+            self.sink = LineProgress()
+        else:
+            self.sink = _Deferred()
+
+    def start(self, run_id: str) -> None:
+        if isinstance(self.sink, _Deferred):
+            from cake_agents.progress import RichProgress
+
+            c = self.config
+            self.sink.inner = RichProgress(
+                run_id=run_id, task=c.task, mode=c.mode, model=c.model,
+                budget={"evals": c.effective_evals, "tokens": c.budget_tokens,
+                        "usd": c.budget_usd})
+
+
+class _Deferred:
+    """Forwards to the live panel once it exists."""
+
+    def __init__(self) -> None:
+        self.inner: ProgressSink | None = None
+
+    def event(self, kind: str, **data: Any) -> None:
+        if self.inner is not None:
+            self.inner.event(kind, **data)
+
+    def state(self, values: dict[str, Any]) -> None:
+        if self.inner is not None:
+            self.inner.state(values)
+
+    def close(self) -> None:
+        if self.inner is not None:
+            self.inner.close()
+
+
+def _print_summary(s: RunSummary, config: EvolveConfig) -> None:
+    flag = f" --run-dir {config.run_dir}" if str(config.run_dir) != "cake-runs" else ""
+    click.echo(f"run {s.run_id}: {s.stop_reason or 'finished'}")
+    click.echo(f"  {s.evals} evaluations, {s.proposed} candidates, {s.seconds:.0f} s")
+    if s.best_score is not None:
+        click.echo(f"  best predicted speedup over the seed: {s.best_score:.3f}x "
+                   f"(kernel {s.best_hash[:10]})")
+    if s.usage.get("calls"):
+        tokens = int(s.usage.get("tokens_in", 0) + s.usage.get("tokens_out", 0))
+        click.echo(f"  model: {int(s.usage['calls'])} calls, {tokens} tokens, "
+                   f"${s.usage.get('usd', 0.0):.4f}")
+    if s.winners and config.mode == "portfolio":
+        click.echo(f"  portfolio: {len(s.winners)} bucket winners; dispatcher in "
+                   f"{s.run_dir / 'dispatch.hpp'} and dispatch.json")
+    click.echo(f"stored in {s.run_dir} (runs store {s.store_path})")
+    if s.report is not None:
+        click.echo(f"report: {s.report.resolve().as_uri()}")
+    click.echo(f"  cake runs show {s.run_id}{flag}")
+    click.echo(f"  cake runs report {s.run_id}{flag}")

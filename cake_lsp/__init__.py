@@ -1,0 +1,1 @@
+"""The CAKE language server: `cake lsp` (entry point `cake_lsp.server:main`)."""

@@ -1,0 +1,110 @@
+"""Code actions: every fix of a diagnostic as a quick fix.
+
+The edits come from `Diagnostic.data`, where they were put when the diagnostic was sent
+(already in protocol ranges, with the document version they apply to).  A fix computed
+for an older version of the text is not offered: its ranges may no longer point at the
+right characters.  Clients that do not send `data` back get the fixes of the current
+check result for the same code and range.  A fix is the preferred action when it is
+safe and the only safe one; display-only fixes are never offered as edits.
+`source.fixAll` applies every safe fix at once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lsprotocol import types as lsp
+
+from cake_core.diagnostics.model import Applicability
+from cake_lsp.convert import FixData, fix_data, range_key, read_fix_data
+
+if TYPE_CHECKING:
+    from cake_lsp.documents import OpenDocument
+    from cake_lsp.server import CakeLanguageServer
+
+_QUICKFIX = lsp.CodeActionKind.QuickFix
+_FIX_ALL = lsp.CodeActionKind.SourceFixAll
+
+
+def code_action(ls: CakeLanguageServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+    doc = ls.document(params.text_document.uri)
+    only = params.context.only
+    actions: list[lsp.CodeAction] = []
+    if only is None or any(_QUICKFIX.value.startswith(k) for k in only):
+        for d in params.context.diagnostics:
+            fixes = _fixes(ls, doc, d)
+            safe = [f for f in fixes if f.applicability is Applicability.SAFE]
+            for f in fixes:
+                if f.applicability is Applicability.DISPLAY_ONLY:
+                    continue
+                preferred = f.applicability is Applicability.SAFE and len(safe) == 1
+                actions.append(lsp.CodeAction(
+                    title=f.title, kind=_QUICKFIX, diagnostics=[d],
+                    edit=_edit(ls, doc, f.edits),
+                    is_preferred=True if preferred and _preferred_support(ls) else None))
+    if only is not None and any(_FIX_ALL.value.startswith(k) for k in only):
+        action = _fix_all(ls, doc)
+        if action is not None:
+            actions.append(action)
+    return actions
+
+
+def _fixes(ls: CakeLanguageServer, doc: OpenDocument, d: lsp.Diagnostic) -> list[FixData]:
+    version, fixes = read_fix_data(d.data)
+    if d.data is not None:
+        return fixes if version == doc.version else []
+    result = doc.result
+    if result is None or doc.stamp is None or doc.stamp[0] != doc.version:
+        return []
+    for mine in result.diagnostics:
+        if mine.code == d.code and mine.fixes and range_key(
+                ls.codec.range(result.source, mine.span)) == range_key(d.range):
+            return read_fix_data(fix_data(mine.fixes, result.source, ls.codec, doc.version))[1]
+    return []
+
+
+def _fix_all(ls: CakeLanguageServer, doc: OpenDocument) -> lsp.CodeAction | None:
+    result = doc.result
+    if result is None or doc.stamp is None or doc.stamp[0] != doc.version:
+        return None
+    edits: list[lsp.TextEdit] = []
+    taken: list[tuple[int, int]] = []
+    for d in result.diagnostics:
+        safe = [f for f in d.fixes if f.applicability is Applicability.SAFE]
+        if len(safe) != 1:
+            continue
+        spans = [(e.span.start.offset, e.span.end.offset) for e in safe[0].edits]
+        if any((a < y and x < b) or a == b == x == y for a, b in spans for x, y in taken):
+            continue  # overlaps a fix already taken: the next check will offer it again
+        taken.extend(spans)
+        edits.extend(lsp.TextEdit(range=ls.codec.range(result.source, e.span),
+                                  new_text=e.new_text) for e in safe[0].edits)
+    if not edits:
+        return None
+    return lsp.CodeAction(title="Apply all safe CAKE fixes", kind=_FIX_ALL,
+                          edit=_edit(ls, doc, edits))
+
+
+def _edit(ls: CakeLanguageServer, doc: OpenDocument,
+          edits: list[lsp.TextEdit]) -> lsp.WorkspaceEdit:
+    """Versioned document changes where the client takes them (it then refuses to apply
+    them to a newer text), a plain change map otherwise."""
+    ws = ls.client_capabilities.workspace
+    we = ws.workspace_edit if ws is not None else None
+    if we is not None and we.document_changes:
+        return lsp.WorkspaceEdit(document_changes=[lsp.TextDocumentEdit(
+            text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=doc.uri,
+                                                                      version=doc.version),
+            edits=list(edits))])
+    return lsp.WorkspaceEdit(changes={doc.uri: list(edits)})
+
+
+def _preferred_support(ls: CakeLanguageServer) -> bool:
+    td = ls.client_capabilities.text_document
+    ca = td.code_action if td is not None else None
+    return ca is not None and bool(ca.is_preferred_support)
+
+
+def register(server: CakeLanguageServer) -> None:
+    server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(
+        code_action_kinds=[_QUICKFIX, _FIX_ALL]))(code_action)
