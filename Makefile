@@ -18,9 +18,10 @@ $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	done
 	touch $(STAMP)
 
-## The main job on its embedded defaults.
+## The main job on its embedded defaults: evolve the Flash-KMeans assignment kernel offline
+## (tactic search guided by the cost model and the simulator; no API key, no GPU).
 main: $(STAMP)
-	$(BIN)/cake check examples/
+	$(BIN)/cake evolve kmeans_assign
 
 ## The whole test suite (slow tests included; GPU tests skip without a GPU).
 test: $(STAMP)

@@ -82,6 +82,9 @@ class Preview:
 
 class Policy(Protocol):
     name: str
+    lab: TacticLab
+    """Where the coder applies the chosen moves (the same cache the policy previewed with)."""
+    last_skipped: dict[str, int]
 
     def propose(self, ctx: AgentContext, state: EvolveState, bucket: str | None, n: int,
                 step: int) -> list[dict[str, Any]]: ...

@@ -40,7 +40,7 @@ def make_coder(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
 
 
 def _tactics(ctx: AgentContext, state: EvolveState, plan: dict[str, Any]) -> dict[str, Any]:
-    lab = ctx.policy.lab  # type: ignore[attr-defined]
+    lab = ctx.policy.lab
     batch, failures = [], []
     for i, m in enumerate(plan.get("moves", [])):
         parent_text = ctx.text_of(m["parent"])

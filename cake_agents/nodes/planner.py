@@ -88,7 +88,7 @@ def make_planner(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
                               + (f" ({hints[0]['rationale']})" if hints else "")}
             return {"step": step, "plan": plan, "repair_round": 0, "batch": []}
         moves = ctx.policy.propose(ctx, state, bucket, n, step)
-        skipped = dict(getattr(ctx.policy, "last_skipped", {}) or {})
+        skipped = dict(ctx.policy.last_skipped)
         if not moves:
             reason = "search converged: no untried tactic move is left"
             return {"step": step, "plan": {"kind": "stop", "reason": reason}, "done": True,

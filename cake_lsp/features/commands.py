@@ -25,6 +25,7 @@ from cake_core.check import CheckResult, check_source
 from cake_core.diagnostics.json_format import to_json_obj
 from cake_core.syntax.source import SourceFile
 from cake_lsp.convert import path_of_uri
+from cake_lsp.features.compiler_commands import run_cost, run_lower, run_simulate
 
 if TYPE_CHECKING:
     from cake_lsp.server import CakeLanguageServer
@@ -60,6 +61,8 @@ async def run_apply_tactic(ls: CakeLanguageServer, args: list[Any]) -> dict[str,
     an open document as a workspace edit, with its rationale; `apply: true` also asks the
     client to apply it (`workspace/applyEdit`)."""
     spec = args[0] if args and isinstance(args[0], dict) else None
+    if spec is not None and isinstance(spec.get("uri"), str) and "tactic" not in spec:
+        return await _list_tactics(ls, spec)
     if spec is None or not isinstance(spec.get("uri"), str) or \
             not isinstance(spec.get("tactic"), str):
         raise JsonRpcInvalidParams('cake.applyTactic takes {"uri": ..., "tactic": ..., '
@@ -100,12 +103,36 @@ async def run_apply_tactic(ls: CakeLanguageServer, args: list[Any]) -> dict[str,
     return out
 
 
+async def _list_tactics(ls: CakeLanguageServer, spec: dict[str, Any]) -> dict[str, Any]:
+    """`cake.applyTactic {uri}` without a tactic: the tactics that apply, with why and the
+    parameter sets worth trying (what a client offers in a picker)."""
+    doc, result = await ls.current(spec["uri"])
+    kernels = result.program.kernels if result.program is not None else []
+
+    def work() -> list[dict[str, Any]]:
+        out = []
+        for k in kernels:
+            for _, t in ls.plugins.tactics():
+                try:
+                    why = t.applies(k, result.source)
+                    variants = list(t.variants(k, result.source)) if why else []
+                except Exception:  # a faulty plugin tactic is skipped, not fatal
+                    continue
+                if why:
+                    out.append({"name": t.name, "title": t.summary, "description": why,
+                                "kernel": k.name, "variants": variants})
+        return out
+
+    tactics = await asyncio.get_running_loop().run_in_executor(ls.checker.executor, work)
+    return {"uri": doc.uri, "tactics": tactics}
+
+
 COMMANDS: tuple[Command, ...] = (
     Command("cake.check", "Checking", run_check, long=False),
-    Command("cake.lower", "Lowering to CUDA", None),
-    Command("cake.cost", "Estimating cost", None),
+    Command("cake.lower", "Lowering to CUDA", run_lower),
+    Command("cake.cost", "Estimating cost", run_cost),
     Command("cake.applyTactic", "Applying tactic", run_apply_tactic),
-    Command("cake.simulate", "Simulating", None),
+    Command("cake.simulate", "Simulating", run_simulate),
 )
 
 

@@ -397,12 +397,47 @@ async def test_cake_check_of_a_file_on_disk(client: RecordingClient) -> None:
 
 
 @pytest.mark.parametrize("command", ["cake.lower", "cake.cost", "cake.simulate"])
-async def test_commands_not_yet_available_answer_with_an_error(client: RecordingClient,
-                                                                 command: str) -> None:
-    with pytest.raises(Exception, match="not available in this version") as err:
+async def test_compiler_commands_reject_missing_arguments(client: RecordingClient,
+                                                          command: str) -> None:
+    with pytest.raises(Exception, match="takes"):
         await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
             command=command, arguments=[]))
-    assert getattr(err.value, "code", None) == lsp.LSPErrorCodes.RequestFailed
+
+
+async def test_cake_lower_returns_the_cuda_of_the_document(client: RecordingClient) -> None:
+    uri, _ = await opened(client, GEMM)
+    out = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+        command="cake.lower", arguments=[{"uri": uri}]))
+    assert out["ok"] is True
+    assert "__global__" in out["cuda"] and "wgmma" in out["cuda"]
+    assert out["meta"]["kernels"][0]["kernel"] == "gemm"
+
+
+async def test_cake_cost_predicts_at_the_given_dims(client: RecordingClient) -> None:
+    uri, _ = await opened(client, GEMM)
+    out = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+        command="cake.cost", arguments=[{"uri": uri, "dims": "M=4096,N=4096,K=4096"}]))
+    (pred,) = out["predictions"]
+    assert pred["time_s"] > 0 and pred["bottleneck"] == "compute"
+    assert out["markdown"].startswith("```text")
+
+
+async def test_cake_simulate_runs_the_document_on_the_cpu(client: RecordingClient) -> None:
+    uri, _ = await opened(client, GEMM)
+    out = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+        command="cake.simulate", arguments=[{"uri": uri, "dims": {"M": 128, "N": 256,
+                                                                   "K": 128}}]))
+    assert out["ok"] is True and out["diagnostics"]["diagnostics"] == []
+    assert out["dims"] == {"M": 128, "N": 256, "K": 128}
+
+
+async def test_compiler_commands_on_a_broken_document_return_its_errors(
+        client: RecordingClient) -> None:
+    uri, _ = await opened(client, GEMM.replace("wgmma_wait(0)", "wgmma_wait(0"))
+    out = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+        command="cake.cost", arguments=[{"uri": uri}]))
+    assert out["ok"] is False
+    assert out["diagnostics"]["diagnostics"][0]["code"] == "CK001"
 
 
 async def test_apply_tactic_returns_an_edit_and_its_rationale(client: RecordingClient):
@@ -413,12 +448,24 @@ async def test_apply_tactic_returns_an_edit_and_its_rationale(client: RecordingC
         arguments=[{"uri": uri, "tactic": "stages", "params": {"stages": 2}}]))
     assert out["rationale"].startswith("stages 4 -> 2")
     assert out["params"]["stages"] == 2 and out["kernel"] == "gemm"
+    assert "predicted" in out["params"]
     edits = [lsp.TextEdit(range=lsp.Range(
         start=lsp.Position(**e["range"]["start"]), end=lsp.Position(**e["range"]["end"])),
         new_text=e["newText"]) for e in out["edit"]["changes"][uri]]
     rewritten = apply(GEMM, edits)
     assert rewritten.startswith("BM, BN, BK, STAGES = 128, 256, 64, 2\n")
     assert check_text(rewritten).diagnostics == []
+
+
+async def test_apply_tactic_without_a_tactic_lists_what_applies(client: RecordingClient):
+    pytest.importorskip("cake_tactics")
+    uri, _ = await opened(client, GEMM)
+    out = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+        command="cake.applyTactic", arguments=[{"uri": uri}]))
+    names = {t["name"] for t in out["tactics"]}
+    assert {"stages", "tile-size", "swizzle"} <= names
+    stages = next(t for t in out["tactics"] if t["name"] == "stages")
+    assert {"stages": 2} in stages["variants"] and stages["description"]
 
 
 async def test_apply_tactic_rejects_unknown_tactics(client: RecordingClient) -> None:

@@ -59,10 +59,14 @@ def _tile_constants(kernel: Kernel, source: SourceFile) -> dict[str, tuple[Span,
         return {}
     spans = [op.arg_spans["shape"] for op in kernel.ops()
              if op.name in ("smem", "tile") and "shape" in op.arg_spans]
+    # a constant in a parameter's type is a problem size (D of a (B, N, D) tensor): changing
+    # it changes what the kernel computes, not how, so it is not a tile size
+    problem = set(constants_used_in(source, program, [p.span for p in kernel.params]))
     out = {}
     for name in constants_used_in(source, program, spans):
         site = constant_site(program, source, name)
-        if site is not None and "STAGE" not in name.upper() and site[1] >= 8:
+        if site is not None and "STAGE" not in name.upper() and site[1] >= 8 and \
+                name not in problem:
             out[name] = site
     return out
 
