@@ -195,13 +195,19 @@ def explain(code: str) -> None:
 
 @main.command()
 @click.option("--tcp", metavar="HOST:PORT", help="Serve over TCP (for debugging) instead of stdio.")
-def lsp(tcp: str | None) -> None:
+@click.option("--log-file", type=click.Path(dir_okay=False), help="Write the server's log here.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              help="How much to log.")
+def lsp(tcp: str | None, log_file: str | None, log_level: str | None) -> None:
     """Run the CAKE language server (stdio by default)."""
     try:
         from cake_lsp.server import main as serve
     except ImportError as exc:
         raise click.ClickException(f"the language server is not available: {exc}") from exc
-    serve(["--tcp", tcp] if tcp else [])
+    argv = ["--tcp", tcp] if tcp else []
+    argv += ["--log-file", log_file] if log_file else []
+    argv += ["--log-level", log_level.upper()] if log_level else []
+    serve(argv)
 
 
 @main.command(name="rules")
