@@ -8,7 +8,7 @@ file instead of a traceback.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,11 +50,14 @@ def default_plugins() -> PluginSet:
 def check_source(source: SourceFile, *, arch: str | None = None,
                  plugins: PluginSet | None = None, registry: Registry | None = None,
                  passes: Sequence[Pass] | None = None,
+                 kernel_passes: Mapping[str, Pass] | None = None,
                  parsed: ParseResult | None = None) -> CheckResult:
     """Parse, build and verify one source file.  Never raises on any input.
 
     Verifier rules come from `plugins` (default: the project's plugins, built-ins
-    first); `passes` replaces them with plain passes (tests, tools).
+    first); `passes` replaces them with plain passes (tests, tools), and `kernel_passes`
+    (by name) adds passes that judge each kernel alone, run kernel by kernel so kernels
+    unchanged since the last check reuse their findings (the language server's built-ins).
     """
     result = CheckResult(source, None, None)
     diags: list[Diagnostic] = []
@@ -73,12 +76,16 @@ def check_source(source: SourceFile, *, arch: str | None = None,
         diags.extend(d for d in built.diagnostics
                      if syntax_at is None or d.span.end.offset <= syntax_at)
         if syntax_at is None and not any(d.severity.value == "error" for d in built.diagnostics):
-            if passes is not None:
-                for p in passes:
+            if passes is not None or kernel_passes:
+                for p in passes or ():
                     diags.extend(p(built.program, source))
+                if kernel_passes:
+                    diags.extend(ps.verdicts.run(
+                        built.program, source, result.parse.module, ",".join(kernel_passes),
+                        arch, lambda prog, src: [d for p in kernel_passes.values()
+                                                 for d in p(prog, src)]))
             else:
-                for plugin, rule in ps.rules():
-                    diags.extend(run_rule(ps, plugin, rule, built.program, source))
+                diags.extend(_verify(ps, built.program, source, result.parse, arch))
     except Exception as exc:  # the compiler's own fault: report it, keep the user's work
         tb = traceback.extract_tb(exc.__traceback__)[-1]
         diags.append(codes.INTERNAL_ERROR.at(
@@ -88,6 +95,23 @@ def check_source(source: SourceFile, *, arch: str | None = None,
                    "please report this with the file that triggered it"]))
     result.diagnostics = sort_diagnostics([d.with_path(source.path) for d in diags])
     return result
+
+
+def _verify(ps: PluginSet, program: Program, source: SourceFile, parsed: ParseResult,
+            arch: str | None) -> list[Diagnostic]:
+    """Every rule of the plugin set; the built-in ones kernel by kernel, reusing the
+    findings of kernels unchanged since the last check (`cake_core/verify/cache.py`)."""
+    builtin = [(p, r) for p, r in ps.rules() if p.name == "cake"]
+    others = [(p, r) for p, r in ps.rules() if p.name != "cake"]
+
+    def verify(single: Program, src: SourceFile) -> list[Diagnostic]:
+        return [d for p, r in builtin for d in run_rule(ps, p, r, single, src)]
+
+    rules = ",".join(r.name for _, r in builtin)
+    out = ps.verdicts.run(program, source, parsed.module, rules, arch, verify)
+    for plugin, rule in others:
+        out.extend(run_rule(ps, plugin, rule, program, source))
+    return out
 
 
 def check_text(text: str, path: str = "<input>", **kw: object) -> CheckResult:

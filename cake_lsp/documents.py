@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lsprotocol import types as lsp
 
@@ -34,6 +34,8 @@ class CheckOptions:
     plugins: PluginSet
     passes: list[Pass]
     generation: int
+    kernel_passes: dict[str, Pass] = field(default_factory=dict)
+    """CAKE's own passes, run kernel by kernel so unchanged kernels reuse their findings."""
 
 
 class OpenDocument:
@@ -111,7 +113,7 @@ class OpenDocument:
             _sync(self.doc, text)
         return check_source(self.doc.source, arch=options.arch, plugins=options.plugins,
                             registry=options.plugins.registry, passes=options.passes,
-                            parsed=self.doc.result)
+                            kernel_passes=options.kernel_passes, parsed=self.doc.result)
 
 
 def _sync(doc: Document, text: str) -> None:

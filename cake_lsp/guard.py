@@ -99,6 +99,13 @@ class PassGuard:
         """The passes to give `check_source`, minus those the settings disable."""
         return [self._wrap(p) for p in self.passes if not p.matches(disabled)]
 
+    def split(self, disabled: frozenset[str]) -> tuple[dict[str, Pass], list[Pass]]:
+        """The active passes as (CAKE's own by name, which judge each kernel alone and so
+        may be run kernel by kernel with reuse; every other pass)."""
+        active = [p for p in self.passes if not p.matches(disabled)]
+        return ({p.name: self._wrap(p) for p in active if p.origin == "cake"},
+                [self._wrap(p) for p in active if p.origin != "cake"])
+
     def _wrap(self, p: NamedPass) -> Pass:
         def guarded(program: Program, source: SourceFile) -> list[Diagnostic]:
             return self._call(p, program, source)

@@ -215,8 +215,9 @@ class CakeLanguageServer(LanguageServer):
                                           self.registry)
 
     def check_options(self) -> CheckOptions:
-        return CheckOptions(self.settings.arch, self.plugins,
-                            self.guard.active(self.settings.disabled_plugins), self.generation)
+        kernel_passes, passes = self.guard.split(self.settings.disabled_plugins)
+        return CheckOptions(self.settings.arch, self.plugins, passes, self.generation,
+                            kernel_passes)
 
     def lsp_diagnostics(self, doc: OpenDocument, result: CheckResult) -> list[lsp.Diagnostic]:
         td = self.client_capabilities.text_document

@@ -20,6 +20,7 @@ from cake_core.diagnostics.model import Diagnostic
 from cake_core.plugins.api import PLUGIN_API_VERSION, Plugin, RuleItem, Tactic
 from cake_core.plugins.config import ProjectConfig
 from cake_core.primitives.registry import DuplicatePrimitiveError, Registry, builtin_registry
+from cake_core.verify.cache import KernelVerdicts
 
 ENTRY_POINT_GROUP = "cake.plugins"
 
@@ -40,6 +41,8 @@ class PluginSet:
     disabled_items: set[str] = field(default_factory=set)
     _registry: Registry | None = None
     _disabled_rules: set[tuple[str, str]] = field(default_factory=set)
+    verdicts: KernelVerdicts = field(default_factory=KernelVerdicts, repr=False, compare=False)
+    """Per-kernel findings of the built-in rules, reused by later checks."""
 
     @property
     def registry(self) -> Registry:

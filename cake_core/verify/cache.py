@@ -1,0 +1,104 @@
+"""Per-kernel reuse of the built-in verifier's findings across checks of one document.
+
+The built-in rules judge each kernel on its own, from its text, the file's top-level
+constants and dims, and the target arch.  When an editor re-checks a file after an edit
+inside one kernel, every other kernel's findings are those of the previous check, moved
+to where the kernel now starts — so only the edited kernel is verified again.  That is
+what keeps the language server's latency flat as a file grows.
+
+A kernel's findings are reused only when every range they mention lies inside the kernel
+(a fix that edits a top-level constant is recomputed each time), and only for the
+built-in rules; plugin rules always run on the whole program.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import replace
+
+from cake_core.diagnostics.model import Diagnostic, Fix, Related, TextEdit
+from cake_core.ir.kernel import Kernel, Program
+from cake_core.syntax import ast
+from cake_core.syntax.source import Position, SourceFile, Span
+
+#: Kernels remembered per plugin set (a 2,000-line file holds about a hundred).
+LIMIT = 2048
+
+Verify = Callable[[Program, SourceFile], list[Diagnostic]]
+
+
+class KernelVerdicts:
+    def __init__(self, limit: int = LIMIT) -> None:
+        self._store: OrderedDict[tuple[str, ...], tuple[int, int, list[Diagnostic]]] = \
+            OrderedDict()
+        self._limit = limit
+        self.hits = 0
+        self.misses = 0
+
+    def run(self, program: Program, source: SourceFile, module: ast.Module, rules: str,
+            arch: str | None, verify: Verify) -> list[Diagnostic]:
+        """Findings of `verify` on every kernel of `program`, reusing unchanged kernels'."""
+        prelude = _digest(b"\0".join(
+            source.data[s.span.start.offset:s.span.end.offset] for s in module.body
+            if not isinstance(s, ast.FunctionDef)))
+        out: list[Diagnostic] = []
+        for k in program.kernels:
+            start, end = k.span.start, k.span.end
+            key = (rules, arch or "", source.path, prelude,
+                   _digest(source.data[start.offset:end.offset]))
+            hit = self._store.get(key)
+            if hit is not None:
+                self._store.move_to_end(key)
+                self.hits += 1
+                old_offset, old_line, diags = hit
+                shift = _Shift(start.offset - old_offset, start.line - old_line)
+                out.extend(shift.diagnostic(d) for d in diags)
+                continue
+            self.misses += 1
+            single = Program(program.path, program.constants, program.dims, [k],
+                             program.constant_spans)
+            diags = verify(single, source)
+            out.extend(diags)
+            if all(_inside(s, k) for d in diags for s in _spans(d)):
+                self._store[key] = (start.offset, start.line, diags)
+                if len(self._store) > self._limit:
+                    self._store.popitem(last=False)
+        return out
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _spans(d: Diagnostic) -> list[Span]:
+    return [d.span, *(r.span for r in d.related),
+            *(e.span for f in d.fixes for e in f.edits)]
+
+
+def _inside(span: Span, k: Kernel) -> bool:
+    return k.span.start.offset <= span.start.offset and span.end.offset <= k.span.end.offset
+
+
+class _Shift:
+    """Moves ranges by whole lines: the kernel's text, and so every column, is unchanged."""
+
+    def __init__(self, offset: int, lines: int) -> None:
+        self.offset, self.lines = offset, lines
+
+    def position(self, p: Position) -> Position:
+        return Position(p.offset + self.offset, p.line + self.lines, p.col_byte, p.col_utf16)
+
+    def span(self, s: Span) -> Span:
+        return Span(self.position(s.start), self.position(s.end))
+
+    def diagnostic(self, d: Diagnostic) -> Diagnostic:
+        if self.offset == 0 and self.lines == 0:
+            return d
+        return replace(
+            d, span=self.span(d.span),
+            related=tuple(Related(self.span(r.span), r.message, r.path) for r in d.related),
+            fixes=tuple(Fix(f.title, tuple(TextEdit(self.span(e.span), e.new_text)
+                                           for e in f.edits), f.applicability)
+                        for f in d.fixes))
