@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var
+from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var, apply_op
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,24 +55,7 @@ def evaluate(expr: SymExpr, env: Mapping[str, int]) -> int:
     raise TypeError(f"cannot evaluate {type(expr).__name__}")
 
 
-def _apply(op: str, a: int, b: int) -> int:
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if op == "//":
-        return a // b
-    if op == "%":
-        return a % b
-    if op == "cdiv":
-        return -(-a // b)
-    if op == "min":
-        return min(a, b)
-    if op == "max":
-        return max(a, b)
-    raise ValueError(f"unknown operator {op!r}")
+_apply = apply_op
 
 
 def evaluate_array(expr: SymExpr, env: Mapping[str, Any]) -> int | np.ndarray:

@@ -131,7 +131,9 @@ def sym(x: SymLike) -> SymExpr:
     return Const(x) if isinstance(x, int) else x
 
 
-def _fold(op: str, a: int, b: int) -> int:
+def apply_op(op: str, a: int, b: int) -> int:
+    """The value of `a op b` for one of the expression operators (the single definition
+    the builder's folding, the cost model and the simulator all evaluate with)."""
     if op == "+":
         return a + b
     if op == "-":
@@ -146,7 +148,9 @@ def _fold(op: str, a: int, b: int) -> int:
         return -(-a // b)
     if op == "min":
         return min(a, b)
-    return max(a, b)
+    if op == "max":
+        return max(a, b)
+    raise ValueError(f"unknown operator {op!r}")
 
 
 def _bin(op: str, a: SymExpr, b: SymExpr) -> SymExpr:
@@ -155,7 +159,7 @@ def _bin(op: str, a: SymExpr, b: SymExpr) -> SymExpr:
     if op in ("//", "%", "cdiv") and cb == 0:
         raise ZeroDivisionError(op)
     if ca is not None and cb is not None:
-        return Const(_fold(op, ca, cb))
+        return Const(apply_op(op, ca, cb))
     # identities that keep shapes readable
     if op == "+" and ca == 0:
         return b
@@ -254,7 +258,7 @@ def upper_bound(e: SymExpr) -> int | None:
         if a is None or b is None:
             return None
         if e.op in ("+", "*", "max", "min", "cdiv") and b >= 0 and a >= 0:
-            return _fold(e.op, a, b)
+            return apply_op(e.op, a, b)
         if e.op == "//" and e.right.const:
             return a // e.right.const
     return None

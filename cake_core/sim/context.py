@@ -20,7 +20,7 @@ from cake_core.diagnostics.codes import Rule
 from cake_core.diagnostics.model import Related
 from cake_core.ir.expressions import Predicate, ViewOrigin
 from cake_core.ir.kernel import Op, Value
-from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var
+from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var, apply_op
 from cake_core.ir.types import BarrierType, NoneType, SmemType
 from cake_core.sim.dtypes import STORAGE
 from cake_core.sim.layout import SmemFault, SmemView
@@ -72,24 +72,9 @@ class SimContext:
             return self.run.dims[e.name]
         if isinstance(e, BinExpr):
             a, b = self.eval_sym(e.left), self.eval_sym(e.right)
-            op = e.op
-            if op == "+":
-                return a + b
-            if op == "-":
-                return a - b
-            if op == "*":
-                return a * b
-            if op in ("//", "%", "cdiv") and b == 0:
+            if e.op in ("//", "%", "cdiv") and b == 0:
                 raise SimUnsupported(f"division by zero in `{e}`")
-            if op == "//":
-                return a // b
-            if op == "%":
-                return a % b
-            if op == "cdiv":
-                return -(-a // b)
-            if op == "min":
-                return min(a, b)
-            return max(a, b)
+            return apply_op(e.op, a, b)
         raise SimUnsupported(f"cannot evaluate `{e}`")
 
     def value(self, v: Value) -> object:

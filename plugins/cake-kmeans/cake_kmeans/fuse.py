@@ -25,8 +25,8 @@ from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value
 from cake_core.ir.types import IntType
 from cake_core.plugins import Tactic, TacticResult
 from cake_core.primitives.registry import Provenance
+from cake_core.rewrite_cost import verified_rewrite
 from cake_core.syntax.source import SourceFile, Span
-from cake_kmeans.predicted import verified_rewrite
 
 
 @dataclass(frozen=True)

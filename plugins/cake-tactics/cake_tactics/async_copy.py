@@ -56,6 +56,7 @@ from cake_core.ir.types import PipelineType
 from cake_core.ir.values import ViewOrigin
 from cake_core.plugins import Tactic, TacticResult
 from cake_core.primitives.registry import Provenance
+from cake_core.rewrite_cost import verified_rewrite
 from cake_core.syntax import ast
 from cake_core.syntax.source import SourceFile
 from cake_tactics.kernel_text import (
@@ -71,7 +72,6 @@ from cake_tactics.kernel_text import (
     smem_base,
     statements,
 )
-from cake_tactics.predicted import verified_rewrite
 
 ROLE = "main"
 TMA_ARCH, CP_ASYNC_ARCH = "sm_90a", "sm_80"

@@ -35,6 +35,7 @@ from cake_core.ir.kernel import Kernel
 from cake_core.ir.types import PipelineType
 from cake_core.plugins import Tactic, TacticResult
 from cake_core.primitives.registry import Provenance
+from cake_core.rewrite_cost import verified_rewrite
 from cake_core.syntax import ast
 from cake_core.syntax.source import SourceFile
 from cake_tactics.kernel_text import (
@@ -48,7 +49,6 @@ from cake_tactics.kernel_text import (
     names_in_text,
     statements,
 )
-from cake_tactics.predicted import verified_rewrite
 
 AXES = ("x", "y", "z")
 #: Top-level ops that may stay outside the tile loop.

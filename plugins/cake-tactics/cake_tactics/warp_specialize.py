@@ -31,6 +31,7 @@ from cake_core.ir.kernel import Kernel
 from cake_core.ir.types import BarrierType, PipelineType
 from cake_core.plugins import Tactic, TacticResult
 from cake_core.primitives.registry import Provenance
+from cake_core.rewrite_cost import verified_rewrite
 from cake_core.syntax import ast
 from cake_core.syntax.source import SourceFile
 from cake_tactics.kernel_text import (
@@ -49,7 +50,6 @@ from cake_tactics.kernel_text import (
     smem_base,
     statements,
 )
-from cake_tactics.predicted import verified_rewrite
 
 PRODUCER, CONSUMER = "load", "mma"
 PRODUCER_OPS = frozenset({"tma_load", "expect_tx", "acquire", "commit", "tile"})

@@ -108,7 +108,7 @@ def test_retuning_reports_the_cost_models_verdict_at_the_tasks_headline_shape() 
 
 
 def test_kernels_no_task_lists_are_priced_at_a_documented_default() -> None:
-    from cake_tactics.predicted import DEFAULT_EXTENT, headline_dims
+    from cake_core.rewrite_cost import DEFAULT_EXTENT, headline_dims
 
     path = TEST_KERNELS[0]
     res = check_text(path.read_text(encoding="utf-8"), path.name)
