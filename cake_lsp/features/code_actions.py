@@ -1,4 +1,4 @@
-"""Code actions: every fix of a diagnostic as a quick fix.
+"""Code actions: every fix of a diagnostic as a quick fix, every tactic as a refactoring.
 
 The edits come from `Diagnostic.data`, where they were put when the diagnostic was sent
 (already in protocol ranges, with the document version they apply to).  A fix computed
@@ -7,11 +7,18 @@ right characters.  Clients that do not send `data` back get the fixes of the cur
 check result for the same code and range.  A fix is the preferred action when it is
 safe and the only safe one; display-only fixes are never offered as edits.
 `source.fixAll` applies every safe fix at once.
+
+Tactics that apply to the kernel under the cursor are offered as `refactor.rewrite`
+actions (a few parameter sets each).  Their rewrite is computed only when one is chosen,
+in `codeAction/resolve`, which re-verifies the rewritten kernel (as `cake.applyTactic`
+does): a move that would not verify comes back disabled, with the reason.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
@@ -24,9 +31,77 @@ if TYPE_CHECKING:
 
 _QUICKFIX = lsp.CodeActionKind.QuickFix
 _FIX_ALL = lsp.CodeActionKind.SourceFixAll
+_REFACTOR = lsp.CodeActionKind.RefactorRewrite
+#: Parameter sets offered per tactic (the rest stay reachable through cake.applyTactic).
+VARIANTS_PER_TACTIC = 3
 
 
-def code_action(ls: CakeLanguageServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+async def code_action(ls: CakeLanguageServer,
+                      params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+    actions = _fix_actions(ls, params)
+    only = params.context.only
+    if only is None or any(_REFACTOR.value.startswith(k) for k in only):
+        actions.extend(await _tactic_actions(ls, ls.document(params.text_document.uri),
+                                             params.range.start.line))
+    return actions
+
+
+async def _tactic_actions(ls: CakeLanguageServer, doc: OpenDocument,
+                          line: int) -> list[lsp.CodeAction]:
+    result = doc.result
+    if result is None or result.program is None or result.errors or doc.stamp is None or \
+            doc.stamp[0] != doc.version:
+        return []  # rewrite only kernels that verify: a tactic's output must verify too
+    kernel = next((k for k in result.program.kernels
+                   if k.span.start.line <= line <= k.span.end.line), None)
+    if kernel is None:
+        return []
+    key = (doc.version, kernel.name)
+    cached = getattr(doc, "_tactics", None)
+    if cached is None or cached[0] != key:
+        def work() -> list[tuple[str, str, list[dict[str, Any]]]]:
+            out = []
+            for _, t in ls.plugins.tactics():
+                try:
+                    why = t.applies(kernel, result.source)
+                    variants = list(t.variants(kernel, result.source))[:VARIANTS_PER_TACTIC] \
+                        if why else []
+                except Exception:  # a faulty plugin tactic is left out, not fatal
+                    continue
+                if why and variants:
+                    out.append((t.name, why, variants))
+            return out
+
+        found = await asyncio.get_running_loop().run_in_executor(ls.checker.executor, work)
+        cached = (key, found)
+        doc._tactics = cached  # type: ignore[attr-defined]
+    actions = []
+    for name, why, variants in cached[1]:
+        for v in variants:
+            data = {"cake_tactic": {"uri": doc.uri, "tactic": name, "params": v,
+                                    "kernel": kernel.name}}
+            title = f"CAKE {name} {json.dumps(v, separators=(',', '='))}: {why}"
+            actions.append(lsp.CodeAction(title=title[:120], kind=_REFACTOR, data=data))
+    return actions
+
+
+async def resolve(ls: CakeLanguageServer, action: lsp.CodeAction) -> lsp.CodeAction:
+    """Compute a tactic action's edit (quick fixes arrive already resolved)."""
+    spec = action.data.get("cake_tactic") if isinstance(action.data, dict) else None
+    if not isinstance(spec, dict):
+        return action
+    from cake_lsp.features.commands import run_apply_tactic
+
+    try:
+        out = await run_apply_tactic(ls, [spec])
+    except Exception as exc:  # does not apply any more, or would not verify
+        action.disabled = lsp.CodeActionDisabled(reason=str(exc))
+        return action
+    action.edit = out["edit"]
+    return action
+
+
+def _fix_actions(ls: CakeLanguageServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
     doc = ls.document(params.text_document.uri)
     only = params.context.only
     actions: list[lsp.CodeAction] = []
@@ -107,4 +182,5 @@ def _preferred_support(ls: CakeLanguageServer) -> bool:
 
 def register(server: CakeLanguageServer) -> None:
     server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(
-        code_action_kinds=[_QUICKFIX, _FIX_ALL]))(code_action)
+        code_action_kinds=[_QUICKFIX, _FIX_ALL, _REFACTOR], resolve_provider=True))(code_action)
+    server.feature(lsp.CODE_ACTION_RESOLVE)(resolve)

@@ -145,8 +145,9 @@ async def test_each_fix_applied_gives_a_clean_document(client: RecordingClient, 
     actions = await client.text_document_code_action_async(lsp.CodeActionParams(
         text_document=lsp.TextDocumentIdentifier(uri=uri), range=diags[0].range,
         context=lsp.CodeActionContext(diagnostics=diags)))
-    assert actions, "no quick fix offered"
-    [action] = actions
+    fixes = [a for a in actions if a.kind == lsp.CodeActionKind.QuickFix]
+    assert fixes, "no quick fix offered"
+    [action] = fixes
     assert isinstance(action, lsp.CodeAction) and action.kind == lsp.CodeActionKind.QuickFix
     assert action.edit is not None and action.edit.document_changes
     doc_edit = action.edit.document_changes[0]
@@ -455,6 +456,26 @@ async def test_apply_tactic_returns_an_edit_and_its_rationale(client: RecordingC
     rewritten = apply(GEMM, edits)
     assert rewritten.startswith("BM, BN, BK, STAGES = 128, 256, 64, 2\n")
     assert check_text(rewritten).diagnostics == []
+
+
+async def test_tactics_are_offered_as_refactorings(client: RecordingClient) -> None:
+    pytest.importorskip("cake_tactics")
+    uri, diags = await opened(client, GEMM)
+    assert diags == []
+    actions = await client.text_document_code_action_async(lsp.CodeActionParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri),
+        range=lsp.Range(start=lsp.Position(line=10, character=0),
+                        end=lsp.Position(line=10, character=0)),
+        context=lsp.CodeActionContext(diagnostics=[], only=[lsp.CodeActionKind.Refactor])))
+    assert actions and all(a.kind == lsp.CodeActionKind.RefactorRewrite for a in actions)
+    stages = [a for a in actions if a.data["cake_tactic"]["tactic"] == "stages"]
+    assert stages, [a.title for a in actions]
+    assert stages[0].edit is None  # computed only when chosen
+    resolved = await client.code_action_resolve_async(stages[0])
+    edits = resolved.edit.changes[uri] if resolved.edit.changes else \
+        resolved.edit.document_changes[0].edits
+    rewritten = apply(GEMM, list(edits))
+    assert rewritten != GEMM and check_text(rewritten).diagnostics == []
 
 
 async def test_apply_tactic_without_a_tactic_lists_what_applies(client: RecordingClient):
