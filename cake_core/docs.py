@@ -20,6 +20,9 @@ def rule_doc_path(code: str) -> Path:
 def rule_doc(rule: Rule) -> str:
     path = rule_doc_path(rule.code)
     if path.is_file():
-        return path.read_text(encoding="utf-8")
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        while lines and lines[0].startswith("<!--"):  # page markers for the doc tests
+            lines.pop(0)
+        return "".join(lines)
     return (f"# {rule.code}: {rule.name}\n\n{rule.summary}\n\n"
             f"Default severity: {rule.severity.value}; fix: {rule.fix.value}.\n")
