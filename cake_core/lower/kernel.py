@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from cake_core.hardware import ArchSpec
+from cake_core.ir.bindings import bindings_of
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value, walk_nodes
 from cake_core.ir.symbolic import Dim, SymExpr
 from cake_core.ir.types import (
@@ -28,7 +29,6 @@ from cake_core.ir.types import (
     TensorType,
     TupleType,
 )
-from cake_core.lower.bindings import bindings_of
 from cake_core.lower.context import (
     CTYPE,
     FIXED_NAMES,

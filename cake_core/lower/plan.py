@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from cake_core.ir.bindings import Bindings
 from cake_core.ir.expressions import Predicate, ViewOrigin
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value
 from cake_core.ir.symbolic import SymExpr, Var
@@ -32,7 +33,6 @@ from cake_core.ir.types import (
     const_shape,
 )
 from cake_core.lower import layouts
-from cake_core.lower.bindings import Bindings
 from cake_core.lower.layouts import COL, ROW, Dist
 from cake_core.syntax.source import Span
 

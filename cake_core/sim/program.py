@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cake_core.ir.bindings import bindings_of
 from cake_core.ir.expressions import Predicate, ViewOrigin
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value, walk_nodes
 from cake_core.ir.symbolic import SymExpr, Var
@@ -164,41 +165,9 @@ class SimKernel:
         self.groups[None] = tuple(range(len(specs)))
 
     def _bind_names(self, module: ast.Module) -> None:
-        fn = next((s for s in module.body if isinstance(s, ast.FunctionDef)
-                   and s.name_span == self.kernel.name_span), None)
-        if fn is None:
-            return
-        by_span: dict[tuple[int, int], Op] = {}
-        for op in self.ops:  # later ops (outer expressions) win over inner ones
-            by_span[(op.span.start.offset, op.span.end.offset)] = op
-        after: dict[int, list[str]] = {}
-
-        def bind(target: ast.Expr, value: ast.Expr) -> None:
-            if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple | ast.ListExpr) \
-                    and len(target.elts) == len(value.elts):
-                for t, v in zip(target.elts, value.elts, strict=True):
-                    bind(t, v)
-                return
-            if not isinstance(target, ast.Name):
-                return
-            e = value
-            while isinstance(e, ast.Attribute) and e.attr == "T":
-                e = e.value
-            op = by_span.get((e.span.start.offset, e.span.end.offset))
-            if op is not None and len(op.results) == 1:
-                after.setdefault(id(op), []).append(target.id)
-            elif isinstance(e, ast.Name):
-                self.name_alias[target.id] = e.id
-
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Assign):
-                for t in node.targets:
-                    bind(t, node.value)
-            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-                op = by_span.get((node.span.start.offset, node.span.end.offset))
-                if op is not None:
-                    after.setdefault(id(op), []).append(node.target.id)
-        self.after_op = {k: tuple(v) for k, v in after.items()}
+        bindings = bindings_of(self.kernel, module)
+        self.after_op = bindings.after_op
+        self.name_alias = bindings.aliases
 
 
 def _label(role: str | None, warps: tuple[int, ...], split: bool) -> str:

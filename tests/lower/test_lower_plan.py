@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from cake_core.check import check_text
+from cake_core.ir.bindings import bindings_of
 from cake_core.lower import lower_source
-from cake_core.lower.bindings import bindings_of
 from cake_core.lower.emitter import Emitter
 from cake_core.lower.layouts import COL, ROW
 from cake_core.lower.plan import build_plan

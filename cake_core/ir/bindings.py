@@ -2,8 +2,8 @@
 
 The IR keeps one `Value` per name binding: `dist = cn - 2.0 * dot` makes the `sub` op's
 result `_t5` and a second value `dist` that later ops read.  The assignment itself is no IR
-node, so the lowering, like the simulator, learns from the source that `dist` receives the
-`sub` result; the generated C++ then declares the array as `dist` directly.
+node, so the lowering and the simulator both learn from the source, here, that `dist`
+receives the `sub` result (the generated C++ then declares the array as `dist` directly).
 """
 
 from __future__ import annotations
