@@ -18,3 +18,15 @@ def synthetic(lines: int) -> str:
         out.append(body.replace("def gemm(", f"def gemm_{n}("))
         n += 1
     return "".join(out)
+
+
+def dense(lines: int) -> str:
+    """One kernel of about `lines` lines: the seed kernel with its epilogue store repeated.
+
+    The stress case of nodes per line (each store is 17 AST nodes) and of a single long
+    kernel, where nothing can be reused between kernels.
+    """
+    text = SEED.read_text(encoding="utf-8").rstrip("\n")
+    store = text.rsplit("\n", 1)[1]
+    have = text.count("\n") + 1
+    return text + "\n" + "\n".join([store] * max(0, lines - have)) + "\n"

@@ -172,9 +172,9 @@ def test_function_parameters_and_return() -> None:
 
 
 def test_expression_shapes() -> None:
-    chain = expr("a < b <= c is not d not in e")
+    chain = expr("a < b <= c != d == e")
     assert isinstance(chain, ast.Compare)
-    assert chain.ops == ("<", "<=", "is not", "not in") and len(chain.operands) == 5
+    assert chain.ops == ("<", "<=", "!=", "==") and len(chain.operands) == 5
     flat = expr("a and b and c")
     assert isinstance(flat, ast.BoolOp) and len(flat.values) == 3
     grouped = expr("(a and b) and c")
@@ -322,6 +322,10 @@ REJECTED = [
     ("x = ...\n", "...", "`...`"),
     ("x: int\n", "x: int", "declaration without a value"),
     ("x = a <> b\n", "<>", "<>"),
+    ("x = a in b\n", "in", "membership test"),
+    ("x = a not in b\n", "not in", "membership test"),
+    ("x = a is b\n", "is", "identity test"),
+    ("x = a is not None\n", "is not", "identity test"),
     ("type T = int\n", "type T = int", "`type` alias"),
     ("def f[T](x):\n    pass\n", "[T]", "type parameter"),
     ("[a, b] = c\n", "[a, b]", "list target"),

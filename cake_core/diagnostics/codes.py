@@ -241,7 +241,7 @@ PARITY_DRIFT = _builtin(
     "A hand-written mbarrier wait parity does not follow the barrier's phases.",
     fix=FixAvailability.SOMETIMES)
 
-# --- CK4xx: layouts and memory access (cake_core/verify/layout.py) -------------------------
+# --- CK4xx: layouts and memory access (cake_core/verify/layout.py, bounds.py) --------------
 SWIZZLE_ROW_MISMATCH = _builtin(
     "CK401", "swizzle-row-mismatch",
     "A swizzled buffer's rows are not a multiple of the swizzle span.",
@@ -258,6 +258,9 @@ BANK_CONFLICT = _builtin(
     "CK404", "bank-conflict",
     "A shared-memory access whose lanes collide on banks, costing extra wavefronts.",
     severity=Severity.WARNING, fix=FixAvailability.SOMETIMES)
+SMEM_VIEW_OUT_OF_BOUNDS = _builtin(
+    "CK405", "smem-view-out-of-bounds",
+    "A shared-memory view's buffer index or tile coordinate can fall outside the buffer.")
 
 
 # --- CK5xx: simulation findings (cake_core/sim/) ------------------------------------------

@@ -44,6 +44,7 @@ from cake_core.ir.types import (
     TupleType,
     numel,
 )
+from cake_core.ir.values import ViewOrigin
 from cake_core.primitives.registry import Registry, builtin_registry
 from cake_core.syntax import ast
 from cake_core.syntax.source import SourceFile, Span
@@ -75,6 +76,7 @@ class ProgramBuilder:
         self.program = Program(source.path)
         self.diags: list[Diagnostic] = []
         self.globals: dict[str, Value] = {}
+        self._arch_specs: dict[str, ArchSpec | None] = {}
 
     def build(self, module: ast.Module) -> None:
         ev = expressions.Evaluator(self, kernel=None)
@@ -83,7 +85,10 @@ class ProgramBuilder:
             if isinstance(stmt, ast.FunctionDef):
                 saw_kernel = True
                 kb = KernelBuilder(self, stmt)
-                kernel = kb.build()
+                try:
+                    kernel = kb.build()
+                finally:
+                    kb.release()
                 if kernel is not None:
                     self.program.kernels.append(kernel)
             elif isinstance(stmt, ast.Assign):
@@ -107,6 +112,12 @@ class ProgramBuilder:
         if not saw_kernel and not any(d.code == "CK001" for d in self.diags):
             self.diags.append(codes.NO_KERNEL.at(
                 self.source.span(0, 0), "this file defines no @kernel function"))
+
+    def arch_spec(self, name: str) -> ArchSpec | None:
+        """`get_arch(name)`, looked up once per build: every kernel names its arch twice."""
+        if name not in self._arch_specs:
+            self._arch_specs[name] = get_arch(name)
+        return self._arch_specs[name]
 
     def declared_dims(self) -> dict[str, Dim]:
         """The dims declared so far: a kernel sees those above it, before `build` ends."""
@@ -143,10 +154,18 @@ class KernelBuilder:
         self.defs: dict[str, tuple[Value, ast.Stmt]] = {}
         self.ev = expressions.Evaluator(pb, kernel=self)
 
+    def release(self) -> None:
+        """Break the builder <-> evaluator cycle once the kernel is built.
+
+        Without it every check leaves its whole AST and IR to the cycle collector: memory
+        grows between collections and each full collection pauses a long-lived server.
+        """
+        self.ev.k = None
+
     # -- KernelScope ------------------------------------------------------------------
     def add_smem(self, name: str, ty: SmemType, span: Span) -> None:
         assert self.kernel is not None
-        shape = tuple(d.const or 0 for d in ty.shape)
+        shape = tuple([d.const or 0 for d in ty.shape])
         n = numel(ty.shape) or 0
         if ty.layout.pad:
             rows = n // max(1, shape[-1])
@@ -173,7 +192,7 @@ class KernelBuilder:
         if deco is None:
             return None
         arch_name, arch_span, grid, warps, warps_span, cluster = deco
-        self.arch = get_arch(arch_name) if arch_name else None
+        self.arch = self.pb.arch_spec(arch_name) if arch_name else None
         assert self.arch is not None
         k = Kernel(fn.name, self.arch.name, grid, warps, cluster, [], [], fn.span, fn.name_span,
                    fn.decorators[0].span, self.pb.declared_dims(), arch_span=arch_span,
@@ -200,7 +219,7 @@ class KernelBuilder:
         return self.blocks[-1]
 
     def emit(self, node: Node) -> None:
-        self.block.append(node)
+        self.blocks[-1].append(node)
 
     def _stmts(self, stmts: tuple[ast.Stmt, ...]) -> None:
         for s in stmts:
@@ -208,8 +227,7 @@ class KernelBuilder:
 
     def _stmt(self, s: ast.Stmt) -> None:
         if isinstance(s, ast.Assign):
-            targets = tuple(_target_names(t) for t in s.targets)
-            flat = targets[0] if len(targets) == 1 else ()
+            flat = _target_names(s.targets[0]) if len(s.targets) == 1 else ()
             value = self.ev.expr(s.value, targets=flat)
             for t in s.targets:
                 self.ev.bind(t, value, scope=self.scope, stmt=s)
@@ -378,7 +396,6 @@ class KernelBuilder:
         k = self.kernel
         assert k is not None
         name, w0, w1 = role.name, role.warp_start, role.warp_stop
-        warps_at = next((kw.value.span for kw in call.keywords if kw.name == "warps"), call.span)
         if name in k.roles:
             return codes.BAD_ROLE.at(
                 role.name_span, f"role {name!r} is declared twice",
@@ -389,12 +406,12 @@ class KernelBuilder:
                 fixes.append(Fix(f"set warps={w1}", (TextEdit(k.warps_span, str(w1)),),
                                  Applicability.UNSAFE))
             return codes.BAD_ROLE.at(
-                warps_at, f"role {name!r} uses warps {w0}..{w1 - 1} but the kernel has "
+                _warps_span(call), f"role {name!r} uses warps {w0}..{w1 - 1} but the kernel has "
                 f"{k.warps} warps", fixes=fixes)
         for other in k.roles.values():
             if w0 < other.warp_stop and other.warp_start < w1:
                 return codes.BAD_ROLE.at(
-                    warps_at, f"role {name!r} (warps {w0}..{w1 - 1}) overlaps role "
+                    _warps_span(call), f"role {name!r} (warps {w0}..{w1 - 1}) overlaps role "
                     f"{other.name!r} (warps {other.warp_start}..{other.warp_stop - 1})",
                     related=[Related(other.name_span, f"role {other.name!r}")])
         return None
@@ -483,18 +500,26 @@ class KernelBuilder:
                     f"`{name}` ({v.type.describe()}) is never used", fixes=[fix]))
 
     def note_use(self, v: Value) -> None:
-        self.used.add(id(v))
-        if isinstance(v.type, TupleType) and isinstance(v.const, tuple):
-            for e in v.const:
+        used = self.used
+        used.add(id(v))
+        const = v.const
+        if const is None:  # most values: nothing inside them to mark
+            return
+        if isinstance(const, tuple) and isinstance(v.type, TupleType):
+            for e in const:
                 if isinstance(e, Value):
-                    self.used.add(id(e))
-        origin = getattr(v, "const", None)
-        if isinstance(origin, expressions.ViewOrigin):
-            self.note_use(origin.base)
+                    used.add(id(e))
+        elif isinstance(const, ViewOrigin):
+            self.note_use(const.base)
 
     def new_op(self, op: Op) -> None:
         op.role = self.role.name if self.role else None
-        self.emit(op)
+        self.blocks[-1].append(op)
+
+
+def _warps_span(call: ast.Call) -> Span:
+    """Where a `role(...)` call gives its warps: findings about them point there."""
+    return next((kw.value.span for kw in call.keywords if kw.name == "warps"), call.span)
 
 
 def _name_span(stmt: ast.Stmt | None, name: str, default: Span) -> Span:

@@ -10,17 +10,20 @@ from __future__ import annotations
 import builtins
 import difflib
 import math
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related, TextEdit
 from cake_core.ir import symbolic as S
-from cake_core.ir.calls import Argument, bind, check_kinds, has_error
+from cake_core.ir.calls import Argument, bind, check_arguments
 from cake_core.ir.forms import BuilderForms
 from cake_core.ir.kernel import Op, Value
 from cake_core.ir.scope import (
     INDEX_SPACES,
+    INT_TYPE,
     builtin,
     builtin_names,
     float_value,
@@ -51,6 +54,7 @@ from cake_core.ir.values import (
     sym_of,
 )
 from cake_core.primitives.math import OPERATORS
+from cake_core.primitives.registry import Primitive
 from cake_core.syntax import ast
 from cake_core.syntax.source import Span
 
@@ -58,6 +62,12 @@ if TYPE_CHECKING:
     from cake_core.ir.builder import KernelBuilder, ProgramBuilder
 
 _BOOL = ScalarType(DType.BOOL)
+_type_of = attrgetter("type")  # in C: no Python frame per element
+_HOLDS_VALUES = (tuple, ViewOrigin)  # consts through which `note_use` marks more values
+#: Int literal -> its `Const`, shared: Consts are immutable and the same few literals
+#: (0, 1, 4, 128, ...) recur in every kernel.  Bounded, as a long-lived server sees many.
+_LITERALS: dict[int, S.Const] = {}
+_INDEX_KINDS = (IntType, StageType)  # a tuple, not `IntType | StageType`: built once
 _INT_OPS = {"+": S.add, "-": S.sub, "*": S.mul, "//": S.floordiv, "%": S.mod}
 
 
@@ -69,15 +79,19 @@ class Evaluator(BuilderForms):
         self._tmp = 0
         self._stage_mismatches: set[tuple[str, str]] = set()
         self._arch_reported: dict[str, Diagnostic] = {}  # primitive -> its CK108
+        self._index_vars: dict[tuple[str, str], S.Var] = {}  # see _index_var
 
     # -- names --------------------------------------------------------------------------
     def lookup(self, name: str, span: Span) -> Value:
-        if self.k is not None and name in self.k.scope:
-            v = self.k.scope[name]
-            self.k.note_use(v)
+        k = self.k
+        if k is not None:
+            v = k.scope.get(name)
+            if v is not None:
+                k.note_use(v)
+                return v
+        v = self.pb.globals.get(name)
+        if v is not None:
             return v
-        if name in self.pb.globals:
-            return self.pb.globals[name]
         b = builtin(name, span)
         if b is not None:
             return b
@@ -101,9 +115,11 @@ class Evaluator(BuilderForms):
             return
         if isinstance(target, ast.Name):
             v = value
-            if _is_temporary(v):
+            if v.name == target.id:
+                pass  # e.g. an op's result, already named for its target
+            elif _is_temporary(v):
                 v.name = target.id  # `x = a + b`: the op's result is `x`, not a copy of it
-            elif v.name != target.id and not isinstance(v.type, TupleType):
+            elif not isinstance(v.type, TupleType):
                 v = Value(target.id, value.type, target.span, value.sym, value.const)
                 if isinstance(value.sym, S.Dim) and scope is self.pb.globals:
                     v = value  # keep the dim's identity for hovers
@@ -139,46 +155,72 @@ class Evaluator(BuilderForms):
 
     # -- expressions ---------------------------------------------------------------------
     def expr(self, e: ast.Expr, targets: tuple[str, ...] = ()) -> Value:
-        if isinstance(e, ast.Invalid):  # the parser already reported it
+        cls = type(e)
+        if cls is ast.Name:
+            # the most common node: the kernel's and the file's own names and built-ins
+            # resolve here, with fewer calls; `lookup` has the whole story (and typos)
+            name = e.id  # type: ignore[attr-defined]
+            k = self.k
+            if k is not None:
+                v = k.scope.get(name)
+                if v is not None:
+                    k.used.add(id(v))  # `KernelBuilder.note_use`, inlined ...
+                    if isinstance(v.const, _HOLDS_VALUES):
+                        k.note_use(v)  # ... unless the value holds others
+                    return v
+            v = self.pb.globals.get(name)
+            if v is None:
+                v = builtin(name, e.span) or self.lookup(name, e.span)
+            return v
+        # a table keyed by node class instead of an isinstance chain: this runs for
+        # every node of every expression
+        handler = _EXPR_HANDLERS.get(cls) or _expr_handler(cls)
+        return handler(self, e, targets)
+
+    def _invalid(self, e: ast.Invalid, targets: tuple[str, ...]) -> Value:
+        return error_value(e.span)  # the parser already reported it
+
+    def _name(self, e: ast.Name, targets: tuple[str, ...]) -> Value:
+        return self.lookup(e.id, e.span)
+
+    def _tuple(self, e: ast.Tuple | ast.ListExpr, targets: tuple[str, ...]) -> Value:
+        expr, values = self.expr, []
+        for x in e.elts:  # a loop, not a comprehension: one call fewer (tuples abound)
+            values.append(expr(x))
+        elts = tuple(values)
+        return Value("tuple", TupleType(tuple(map(_type_of, elts))), e.span, None, elts)
+
+    def _binop_node(self, e: ast.BinOp, targets: tuple[str, ...]) -> Value:
+        return self.binop(e.op, e.left, e.right, e.span)
+
+    def _ifexp(self, e: ast.IfExp, targets: tuple[str, ...]) -> Value:
+        test = self.expr(e.test)
+        truth = constant_truth(test)
+        if truth is None:
+            if not isinstance(test.type, ErrorType):
+                self.diags.append(codes.NOT_CONSTANT.at(
+                    e.test.span, "a conditional expression needs a compile-time condition; "
+                    "use where() on fragments"))
             return error_value(e.span)
-        if isinstance(e, ast.Constant):
-            return self._constant(e)
-        if isinstance(e, ast.Name):
-            return self.lookup(e.id, e.span)
-        if isinstance(e, ast.Tuple | ast.ListExpr):
-            elts = tuple(self.expr(x) for x in e.elts)
-            return Value("tuple", TupleType(tuple(x.type for x in elts)), e.span, const=elts)
-        if isinstance(e, ast.BinOp):
-            return self.binop(e.op, e.left, e.right, e.span)
-        if isinstance(e, ast.UnaryOp):
-            return self._unary(e)
-        if isinstance(e, ast.Compare):
-            return self._compare(e)
-        if isinstance(e, ast.BoolOp):
-            return self._boolop(e)
-        if isinstance(e, ast.IfExp):
-            test = self.expr(e.test)
-            truth = constant_truth(test)
-            if truth is None:
-                if not isinstance(test.type, ErrorType):
-                    self.diags.append(codes.NOT_CONSTANT.at(
-                        e.test.span, "a conditional expression needs a compile-time condition; "
-                        "use where() on fragments"))
-                return error_value(e.span)
-            return self.expr(e.body if truth else e.orelse)
-        if isinstance(e, ast.Attribute):
-            return self._attribute(e)
-        if isinstance(e, ast.Subscript):
-            return self._subscript(e)
-        if isinstance(e, ast.Call):
-            return self._call(e, targets)
+        return self.expr(e.body if truth else e.orelse)
+
+    def _unsupported(self, e: ast.Expr, targets: tuple[str, ...]) -> Value:
         self.diags.append(codes.UNSUPPORTED_SYNTAX.at(e.span, "this expression is not supported"))
         return error_value(e.span)
 
-    def _constant(self, e: ast.Constant) -> Value:
+    def _constant(self, e: ast.Constant, targets: tuple[str, ...] = ()) -> Value:
         c = e.value
+        if type(c) is int:  # the common literal first (a bool is an int, but not this)
+            sym = _LITERALS.get(c)
+            if sym is None:
+                sym = S.Const(c)
+                if len(_LITERALS) < 4096:
+                    _LITERALS[c] = sym
+            return Value(str(c), INT_TYPE, e.span, sym)  # `int_value`, inlined
+        if type(c) is str:
+            return str_value(c, e.span)
         if isinstance(c, bool):
-            return Value(str(c), _BOOL, e.span, const=c)
+            return Value(str(c), _BOOL, e.span, None, c)
         if isinstance(c, int):
             return int_value(S.Const(c), e.span)
         if isinstance(c, float):
@@ -220,7 +262,7 @@ class Evaluator(BuilderForms):
             self.diags.append(codes.TYPE_MISMATCH.at(
                 span, f"`{op}` is not defined for {a.type.describe()} and {b.type.describe()}"))
             return error_value(span)
-        return self.apply(prim_name, [Argument(a, left.span), Argument(b, right.span)], {}, span)
+        return self.apply(prim_name, [(a, left.span), (b, right.span)], {}, span)
 
     def _op_fix(self, left: ast.Expr, right: ast.Expr, old: str, new: str) -> list[Fix]:
         src = self.pb.source
@@ -232,15 +274,15 @@ class Evaluator(BuilderForms):
         return [Fix(f"use `{new}`", (TextEdit(src.span(start, start + len(old)), new),),
                     Applicability.UNSAFE)]
 
-    def _unary(self, e: ast.UnaryOp) -> Value:
+    def _unary(self, e: ast.UnaryOp, targets: tuple[str, ...] = ()) -> Value:
         v = self.expr(e.operand)
         if isinstance(v.type, ErrorType):
             return error_value(e.span)
         if e.op == "not":
             t = constant_truth(v)
             if t is not None:
-                return Value(str(not t), _BOOL, e.span, const=not t)
-            return Value("not", _BOOL, e.span, const=Predicate("not", (v,)))
+                return Value(str(not t), _BOOL, e.span, None, not t)
+            return Value("not", _BOOL, e.span, None, Predicate("not", (v,)))
         if isinstance(v.type, IntType) and v.sym is not None:
             if e.op == "-":
                 return int_value(S.sub(S.Const(0), v.sym), e.span)
@@ -251,12 +293,12 @@ class Evaluator(BuilderForms):
         if isinstance(v.type, ScalarType) and isinstance(v.const, float) and e.op in "+-":
             return float_value(-v.const if e.op == "-" else v.const, e.span)
         if isinstance(v.type, FragmentType) and e.op == "-" and self.k is not None:
-            return self.apply("neg", [Argument(v, e.operand.span)], {}, e.span)
+            return self.apply("neg", [(v, e.operand.span)], {}, e.span)
         self.diags.append(codes.TYPE_MISMATCH.at(
             e.span, f"`{e.op}` is not defined for {v.type.describe()}"))
         return error_value(e.span)
 
-    def _compare(self, e: ast.Compare) -> Value:
+    def _compare(self, e: ast.Compare, targets: tuple[str, ...] = ()) -> Value:
         vals = [self.expr(x) for x in e.operands]
         if any(isinstance(v.type, ErrorType) for v in vals):
             return error_value(e.span)
@@ -265,35 +307,35 @@ class Evaluator(BuilderForms):
                 self.diags.append(codes.TYPE_MISMATCH.at(
                     e.span, "chained comparisons are not defined on fragments"))
                 return error_value(e.span)
-            return self.apply(OPERATORS[e.ops[0]], [Argument(vals[0], e.operands[0].span),
-                                                    Argument(vals[1], e.operands[1].span)], {},
+            return self.apply(OPERATORS[e.ops[0]], [(vals[0], e.operands[0].span),
+                                                    (vals[1], e.operands[1].span)], {},
                               e.span)
         results: list[bool | None] = []
         for op, a, b in zip(e.ops, vals, vals[1:], strict=False):
             results.append(_compare_const(op, a, b))
         if all(r is not None for r in results):
             val = all(results)
-            return Value(str(val), _BOOL, e.span, const=val)
+            return Value(str(val), _BOOL, e.span, None, val)
         for v, x in zip(vals, e.operands, strict=True):
             if not isinstance(v.type, IntType | StageType | ScalarType):
                 self.diags.append(codes.TYPE_MISMATCH.at(
                     x.span, f"cannot compare {v.type.describe()}"))
                 return error_value(e.span)
-        return Value("cond", _BOOL, e.span,
-                     const=Predicate("compare", (e.ops, tuple(_sym_or(v) for v in vals))))
+        return Value("cond", _BOOL, e.span, None,
+                     Predicate("compare", (e.ops, tuple(_sym_or(v) for v in vals))))
 
-    def _boolop(self, e: ast.BoolOp) -> Value:
+    def _boolop(self, e: ast.BoolOp, targets: tuple[str, ...] = ()) -> Value:
         vals = [self.expr(x) for x in e.values]
         if any(isinstance(v.type, ErrorType) for v in vals):
             return error_value(e.span)
         truths = [constant_truth(v) for v in vals]
         if all(t is not None for t in truths):
             val = all(truths) if e.op == "and" else any(truths)
-            return Value(str(val), _BOOL, e.span, const=val)
-        return Value(e.op, _BOOL, e.span, const=Predicate(e.op, tuple(vals)))
+            return Value(str(val), _BOOL, e.span, None, val)
+        return Value(e.op, _BOOL, e.span, None, Predicate(e.op, tuple(vals)))
 
     # -- attributes and subscripts -----------------------------------------------------------
-    def _attribute(self, e: ast.Attribute) -> Value:
+    def _attribute(self, e: ast.Attribute, targets: tuple[str, ...] = ()) -> Value:
         base = self.expr(e.value)
         t = base.type
         if isinstance(t, ErrorType):
@@ -301,22 +343,23 @@ class Evaluator(BuilderForms):
         if isinstance(t, IndexSpaceType):
             if e.attr not in t.attrs:
                 return self._no_attr(e, base, list(t.attrs))
-            return int_value(self._index_var(t.name, e.attr), e.span, f"{t.name}.{e.attr}")
+            var = self._index_var(t.name, e.attr)
+            return int_value(var, e.span, var.name)
         if isinstance(t, SmemType) and e.attr == "T":
             if len(t.shape) < 2:
                 self.diags.append(codes.SHAPE_MISMATCH.at(e.span, "`.T` needs a 2-D view"))
                 return error_value(e.span)
             shape = (*t.shape[:-2], t.shape[-1], t.shape[-2])
             nt = SmemType(t.dtype, shape, t.layout, t.buffer, t.buffer_shape, not t.transposed)
-            return Value(f"{base.name}.T", nt, e.span, const=base.const)
+            return Value(f"{base.name}.T", nt, e.span, None, base.const)
         if isinstance(t, TensorType | SmemType | FragmentType | TileType):
             if e.attr == "shape":
                 elts = tuple(int_value(d, e.span) for d in t.shape)
-                return Value("shape", TupleType(tuple(x.type for x in elts)), e.span, const=elts)
+                return Value("shape", TupleType(tuple(x.type for x in elts)), e.span, None, elts)
             if e.attr == "dtype":
                 from cake_core.ir.types import DTypeType
 
-                return Value(t.dtype.value, DTypeType(), e.span, const=t.dtype)
+                return Value(t.dtype.value, DTypeType(), e.span, None, t.dtype)
         if isinstance(t, StageType) and e.attr == "phase":
             return int_value(S.Var(f"{base.name}.phase", S.Const(0), S.Const(2)), e.span)
         methods = [p.name for p in self.pb.registry.methods_of(t)]
@@ -334,7 +377,24 @@ class Evaluator(BuilderForms):
         self.diags.append(codes.UNKNOWN_NAME.at(e.attr_span, msg, fixes=fixes))
         return error_value(e.span)
 
-    def _index_var(self, space: str, attr: str) -> S.SymExpr:
+    def _index_var(self, space: str, attr: str) -> S.Var:
+        """The runtime index `space.attr` with its range, as far as the kernel knows it.
+
+        Built once per kernel (Vars are immutable and a kernel names `block.x` often); not
+        `warp.rank`, whose range depends on the role, nor anything before the kernel exists.
+        """
+        cacheable = self.k is not None and self.k.kernel is not None and \
+            (space, attr) != ("warp", "rank")
+        if cacheable:
+            cached = self._index_vars.get((space, attr))
+            if cached is not None:
+                return cached
+        var = self._new_index_var(space, attr)
+        if cacheable:
+            self._index_vars[(space, attr)] = var
+        return var
+
+    def _new_index_var(self, space: str, attr: str) -> S.Var:
         hi: S.SymExpr | None = None
         k = self.k.kernel if self.k is not None else None
         if k is not None:
@@ -353,19 +413,21 @@ class Evaluator(BuilderForms):
                 hi = S.Const(max(1, k.warps // 4))
         return S.Var(f"{space}.{attr}", S.Const(0), hi)
 
-    def _subscript(self, e: ast.Subscript) -> Value:
+    def _subscript(self, e: ast.Subscript, targets: tuple[str, ...] = ()) -> Value:
         base = self.expr(e.value)
         if isinstance(base.type, ErrorType):
             return error_value(e.span)
         raw = e.index.elts if isinstance(e.index, ast.Tuple) else (e.index,)
-        if any(isinstance(x, ast.Slice) for x in raw):
-            self.diags.append(codes.BAD_INDEX.at(
-                e.index.span, "slices are not supported; take sub-tiles with "
-                ".tile(shape, coords)"))
-            return error_value(e.span)
+        for x in raw:
+            if isinstance(x, ast.Slice):
+                self.diags.append(codes.BAD_INDEX.at(
+                    e.index.span, "slices are not supported; take sub-tiles with "
+                    ".tile(shape, coords)"))
+                return error_value(e.span)
         idx = [self.expr(x) for x in raw]
-        if any(isinstance(v.type, ErrorType) for v in idx):
-            return error_value(e.span)
+        for v in idx:
+            if isinstance(v.type, ErrorType):
+                return error_value(e.span)
         t = base.type
         if isinstance(t, SmemType):
             if len(idx) >= len(t.shape):
@@ -373,8 +435,9 @@ class Evaluator(BuilderForms):
                     e.index.span, f"{len(idx)} indices into a rank-{len(t.shape)} buffer leave "
                     "no tile; index only the leading (stage) dimensions"))
                 return error_value(e.span)
-            for v, x, extent in zip(idx, raw, t.shape, strict=False):
-                if not isinstance(v.type, IntType | StageType):
+            for i, v in enumerate(idx):
+                x, extent = raw[i], t.shape[i]
+                if not isinstance(v.type, _INDEX_KINDS):
                     self.diags.append(codes.TYPE_MISMATCH.at(
                         x.span, f"buffer indices are ints, not {v.type.describe()}"))
                     return error_value(e.span)
@@ -387,16 +450,18 @@ class Evaluator(BuilderForms):
                             x.span, f"stage of a {v.type.stages}-stage pipeline indexes "
                             f"`{t.buffer}`, which has {extent.const} stages"))
                     return error_value(e.span)
-                c, ext = sym_of(v).const, extent.const
+                # an index without a folded value has none: `sym_of` would make a Var
+                c = v.sym.const if v.sym is not None else None
+                ext = extent.const
                 if c is not None and ext is not None and not 0 <= c < ext:
                     self.diags.append(codes.BAD_INDEX.at(
                         x.span, f"index {c} is out of range for extent {ext}"))
                     return error_value(e.span)
             nt = SmemType(t.dtype, t.shape[len(idx):], t.layout, t.buffer, t.buffer_shape,
                           t.transposed)
-            return Value(f"{base.name}[...]", nt, e.span, const=ViewOrigin(base, tuple(idx)))
+            return Value(f"{base.name}[...]", nt, e.span, None, ViewOrigin(base, tuple(idx)))
         if isinstance(t, BarrierType):
-            if len(idx) != 1 or not isinstance(idx[0].type, IntType | StageType):
+            if len(idx) != 1 or not isinstance(idx[0].type, _INDEX_KINDS):
                 self.diags.append(codes.BAD_INDEX.at(e.index.span, "index an mbarrier array with "
                                                      "one int"))
                 return error_value(e.span)
@@ -405,8 +470,8 @@ class Evaluator(BuilderForms):
                 self.diags.append(codes.BAD_INDEX.at(
                     e.index.span, f"mbarrier index {c} is out of range (it holds {t.n})"))
                 return error_value(e.span)
-            return Value(f"{base.name}[...]", BarrierType(t.name, t.count, t.n, True), e.span,
-                         const=ViewOrigin(base, tuple(idx)))
+            return Value(f"{base.name}[...]", BarrierType(t.name, t.count, t.n, True), e.span, None,
+                         ViewOrigin(base, tuple(idx)))
         if isinstance(t, TupleType) and isinstance(base.const, tuple):
             c = sym_of(idx[0]).const if len(idx) == 1 and idx[0].sym is not None else None
             if c is None or not -len(base.const) <= c < len(base.const):
@@ -426,10 +491,10 @@ class Evaluator(BuilderForms):
     def _call(self, e: ast.Call, targets: tuple[str, ...]) -> Value:
         if isinstance(e.func, ast.Name):
             name = e.func.id
-            special = getattr(self, f"_form_{name}", None)
+            special = _FORMS.get(name)
             shadowed = (self.k is not None and name in self.k.scope) or name in self.pb.globals
             if special is not None and not shadowed:
-                return special(e)
+                return special(self, e)
             prim = self.pb.registry.function(name)
             if prim is None:
                 if shadowed:
@@ -444,7 +509,7 @@ class Evaluator(BuilderForms):
             args, kws = self._args(e)
             if args is None:
                 return error_value(e.span)
-            return self.apply(name, args, kws, e.span, targets)
+            return self.apply(prim, args, kws, e.span, targets)
         if isinstance(e.func, ast.Attribute):
             recv = self.expr(e.func.value)
             if isinstance(recv.type, ErrorType):
@@ -458,7 +523,7 @@ class Evaluator(BuilderForms):
             args, kws = self._args(e)
             if args is None:
                 return error_value(e.span)
-            args = [Argument(recv, e.func.value.span), *args]
+            args = [(recv, e.func.value.span), *args]
             return self.apply(prim, args, kws, e.span, targets)
         self.diags.append(codes.UNKNOWN_PRIMITIVE.at(e.func.span, "only primitives can be called"))
         return error_value(e.span)
@@ -480,29 +545,34 @@ class Evaluator(BuilderForms):
         return error_value(e.span)
 
     def _args(self, e: ast.Call) -> tuple[list[Argument] | None, dict]:
-        args = [Argument(self.expr(a), a.span) for a in e.args]
+        expr, args = self.expr, []
+        for a in e.args:  # a loop, not a comprehension: one call fewer per call
+            args.append((expr(a), a.span))
         kws = {}
         for kw in e.keywords:
-            kws[kw.name] = (Argument(self.expr(kw.value), kw.value.span), kw.name_span)
+            value = kw.value
+            kws[kw.name] = ((expr(value), value.span), kw.name_span)
         return args, kws
 
     def apply(self, prim_or_name: object, args: list[Argument], kws: dict, span: Span,
               targets: tuple[str, ...] = ()) -> Value:
         """Bind, type-check and emit one primitive application; return its result."""
-        if self.k is None or self.k.arch is None:  # e.g. `grid=(div(M, BM),)` in @kernel(...)
+        k = self.k
+        if k is None or k.arch is None:  # e.g. `grid=(div(M, BM),)` in @kernel(...)
             self.diags.append(codes.INVALID_TOPLEVEL.at(
                 span, "this runs on the device: it cannot appear in @kernel(...) or at the "
                 "top level"))
             return error_value(span)
-        from cake_core.primitives.registry import Primitive
-
+        arch = k.arch
         prim = prim_or_name if isinstance(prim_or_name, Primitive) else \
             self.pb.registry.function(str(prim_or_name))
         assert prim is not None
         # first: on an arch without the primitive, how it was called does not matter
-        missing = [f.value for f in prim.requires if not self.k.arch.has(f)]
+        missing = None
+        if prim.requires and not arch.features.issuperset(prim.requires):  # the rare case
+            missing = [f.value for f in prim.requires if not arch.has(f)]
         if missing:
-            k = self.k.kernel
+            kernel = k.kernel
             first = self._arch_reported.get(prim.key)
             at = next((i for i, d in enumerate(self.diags) if d is first), None)
             if first is not None and at is not None:
@@ -511,10 +581,10 @@ class Evaluator(BuilderForms):
                     *first.related, Related(span, f"`{prim.name}` is also used here")))
                 return error_value(span)
             diag = codes.ARCH_UNSUPPORTED.at(
-                span, f"`{prim.name}` needs {', '.join(missing)}, which {self.k.arch.name} "
-                "does not have", notes=[_arch_hint(prim.name, self.k.arch.name)],
-                related=[] if k is None or k.arch_span is None else
-                [Related(k.arch_span, "target arch set here")])
+                span, f"`{prim.name}` needs {', '.join(missing)}, which {arch.name} "
+                "does not have", notes=[_arch_hint(prim.name, arch.name)],
+                related=[] if kernel is None or kernel.arch_span is None else
+                [Related(kernel.arch_span, "target arch set here")])
             self._arch_reported[prim.key] = diag
             self.diags.append(diag)
             return error_value(span)
@@ -522,27 +592,34 @@ class Evaluator(BuilderForms):
         if bound is None:
             return error_value(span)
         values, spans = bound
-        if has_error(values) or not check_kinds(prim, values, spans, self.diags):
+        if not check_arguments(prim, values, spans, self.diags):
             return error_value(span)
-        ctx = CallContext(prim, values, spans, span, self.k.arch, self.k,
-                          self.k.role.name if self.k.role else None, targets)
+        role = k.role
+        ctx = CallContext(prim, values, spans, span, arch, k, role.name if role else None,
+                          targets)
         try:
             result = prim.type_rule(ctx)
         except Exception as exc:  # a faulty type rule must not take the compiler down
             self.diags.append(codes.INTERNAL_ERROR.at(
                 span, f"type rule of `{prim.key}` failed: {type(exc).__name__}: {exc}"))
             return error_value(span)
-        self.diags.extend(ctx.diagnostics)
-        if isinstance(result, ErrorType) or (ctx.failed and not any(
-                d.severity.value == "warning" for d in ctx.diagnostics)):
+        found = ctx.diagnostics
+        if found:
+            self.diags.extend(found)
+            if not any(d.severity.value == "warning" for d in found):
+                return error_value(span)
+        if isinstance(result, ErrorType):
             return error_value(span)
+        used = k.used
         for v in values.values():
-            self.k.note_use(v)
+            used.add(id(v))  # `KernelBuilder.note_use`, inlined ...
+            if isinstance(v.const, _HOLDS_VALUES):
+                k.note_use(v)  # ... unless the value holds others
         if isinstance(result, TupleType):
             names = targets if len(targets) == len(result.elts) else ()
             results = tuple(Value(names[i] if names else self._tmpname(), t, span)
                             for i, t in enumerate(result.elts))
-            out = Value("tuple", result, span, const=results)
+            out = Value("tuple", result, span, None, results)
         else:
             if isinstance(result, NoneType):
                 results, out = (), Value("None", result, span)
@@ -550,12 +627,46 @@ class Evaluator(BuilderForms):
                 name = targets[0] if len(targets) == 1 and targets[0] else self._tmpname()
                 out = Value(name, result, span)
                 results = (out,)
-        self.k.new_op(Op(prim, values, results, span, spans))
+        k.new_op(Op(prim, values, results, span, spans))
         return out
 
     def _tmpname(self) -> str:
         self._tmp += 1
         return f"_t{self._tmp}"
+
+
+#: The builder forms by the name they are called with (`_form_cdiv` handles `cdiv(...)`),
+#: looked up once here rather than by `getattr` on every call.
+_FORMS: dict[str, Callable[[Evaluator, ast.Call], Value]] = {
+    name.removeprefix("_form_"): getattr(Evaluator, name)
+    for name in dir(Evaluator) if name.startswith("_form_")}
+
+#: The handler of each expression node class.  Every handler takes the names the value
+#: is assigned to; only calls use them (to name their results).
+_EXPR_HANDLERS: dict[type, Callable[[Evaluator, Any, tuple[str, ...]], Value]] = {
+    ast.Invalid: Evaluator._invalid,
+    ast.Constant: Evaluator._constant,
+    ast.Name: Evaluator._name,
+    ast.Tuple: Evaluator._tuple,
+    ast.ListExpr: Evaluator._tuple,
+    ast.BinOp: Evaluator._binop_node,
+    ast.UnaryOp: Evaluator._unary,
+    ast.Compare: Evaluator._compare,
+    ast.BoolOp: Evaluator._boolop,
+    ast.IfExp: Evaluator._ifexp,
+    ast.Attribute: Evaluator._attribute,
+    ast.Subscript: Evaluator._subscript,
+    ast.Call: Evaluator._call,
+}
+
+
+def _expr_handler(cls: type) -> Callable[[Evaluator, Any, tuple[str, ...]], Value]:
+    """The handler of a node class missing from the table: that of its nearest base."""
+    for base in cls.__mro__:
+        handler = _EXPR_HANDLERS.get(base)
+        if handler is not None:
+            return handler
+    return Evaluator._unsupported
 
 
 #: Python functions people reach for, and the CAKE primitive that does that job

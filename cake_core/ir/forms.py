@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from cake_core.ir.builder import KernelBuilder, ProgramBuilder
 
 
+_INT_KINDS = (IntType, StageType)  # a tuple, not `IntType | StageType`: built once
+_ZERO, _ONE = S.Const(0), S.Const(1)  # immutable, so shared
+_RANGE, _LAYOUT = RangeType(), LayoutType()
+
+
 class BuilderForms:
     """Mixed into the Evaluator: `_form_<name>` handles a call to `<name>`."""
 
@@ -46,13 +51,16 @@ class BuilderForms:
         if e.keywords or not lo <= len(e.args) <= hi:
             self.diags.append(codes.BAD_ARGUMENTS.at(e.span, f"{what}"))
             return None
-        vals = [self.expr(a) for a in e.args]
-        if any(isinstance(v.type, ErrorType) for v in vals):
-            return None
-        for v, a in zip(vals, e.args, strict=True):
-            if not isinstance(v.type, IntType | StageType):
+        expr, vals = self.expr, []
+        for a in e.args:  # a loop, not a comprehension: one call fewer
+            vals.append(expr(a))
+        for v in vals:
+            if isinstance(v.type, ErrorType):
+                return None
+        for i, v in enumerate(vals):
+            if not isinstance(v.type, _INT_KINDS):
                 self.diags.append(codes.TYPE_MISMATCH.at(
-                    a.span, f"expected an int, got {v.type.describe()}"))
+                    e.args[i].span, f"expected an int, got {v.type.describe()}"))
                 return None
         return vals
 
@@ -61,7 +69,9 @@ class BuilderForms:
         if vals is None:
             return error_value(e.span)
         try:
-            return int_value(S.cdiv(sym_of(vals[0]), sym_of(vals[1])), e.span)
+            a, b = vals
+            return int_value(S.cdiv(a.sym if a.sym is not None else sym_of(a),
+                                    b.sym if b.sym is not None else sym_of(b)), e.span)
         except ZeroDivisionError:
             self.diags.append(codes.DIVISION_BY_ZERO.at(e.span, "cdiv by zero"))
             return error_value(e.span)
@@ -92,14 +102,16 @@ class BuilderForms:
                                        "range(start, stop, step)")
         if vals is None:
             return error_value(e.span)
-        syms = [sym_of(v) for v in vals]
-        start, stop, step = (S.Const(0), syms[0], S.Const(1)) if len(syms) == 1 else \
-            (syms[0], syms[1], syms[2] if len(syms) == 3 else S.Const(1))
+        syms = []
+        for v in vals:  # `sym_of`, inlined for the common case
+            syms.append(v.sym if v.sym is not None else sym_of(v))
+        start, stop, step = (_ZERO, syms[0], _ONE) if len(syms) == 1 else \
+            (syms[0], syms[1], syms[2] if len(syms) == 3 else _ONE)
         if step.const is None or step.const <= 0:
             self.diags.append(codes.NOT_CONSTANT.at(
                 e.span, "a range step must be a positive constant"))
             return error_value(e.span)
-        return Value("range", RangeType(), e.span, const=(start, stop, step))
+        return Value("range", _RANGE, e.span, None, (start, stop, step))
 
     def _form_dim(self, e: ast.Call) -> Value:
         if self.k is not None:
@@ -154,7 +166,7 @@ class BuilderForms:
                     kw.span, 'swizzle takes order="row" or order="col"'))
                 return error_value(e.span)
             order = str(ov.const)
-        return Value(f"swizzle({c})", LayoutType(), e.span, const=SmemLayout(order, c))
+        return Value(f"swizzle({c})", _LAYOUT, e.span, None, SmemLayout(order, c))
 
     def _form_padded(self, e: ast.Call) -> Value:
         v = self.expr(e.args[0]) if len(e.args) == 1 else None
@@ -163,7 +175,7 @@ class BuilderForms:
             self.diags.append(codes.BAD_ARGUMENTS.at(
                 e.span, "padded(n) takes a positive constant number of elements per row"))
             return error_value(e.span)
-        return Value(f"padded({c})", LayoutType(), e.span, const=SmemLayout("row", 0, c))
+        return Value(f"padded({c})", _LAYOUT, e.span, None, SmemLayout("row", 0, c))
 
     def _form_role(self, e: ast.Call) -> Value:
         if self.k is None:
@@ -210,8 +222,8 @@ class BuilderForms:
             self.diags.append(codes.BAD_ROLE.at(
                 wspan, "a role's warps are a constant, non-empty, contiguous range"))
             return error_value(e.span)
-        return Value(name_v.const, RoleType(name_v.const), e.span,
-                     const=(name_v.const, start.const, stop.const, regs))
+        return Value(name_v.const, RoleType(name_v.const), e.span, None,
+                     (name_v.const, start.const, stop.const, regs))
 
     def _form_kernel(self, e: ast.Call) -> Value:
         self.diags.append(codes.BAD_KERNEL_SIGNATURE.at(

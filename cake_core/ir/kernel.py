@@ -26,6 +26,8 @@ class Value:
 
     `sym` holds the integer expression of int-typed values; `const` the Python value
     of compile-time constants that are not ints (dtypes, layouts, strings, floats).
+    The builder makes thousands and passes the fields positionally,
+    `Value(name, type, span, None, const)`: a keyword argument to a class call costs a dict.
     """
 
     name: str

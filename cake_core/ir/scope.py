@@ -50,41 +50,66 @@ BUILDER_FUNCTIONS = ("dim", "cdiv", "min", "max", "range", "role", "kernel", "sw
 FLOAT_CONSTANTS = {"inf": math.inf, "nan": math.nan, "pi": math.pi}
 
 
+# Types without fields are immutable and all equal: one shared instance each saves
+# building a new one for every literal and name (values are made by the thousand).
+INT_TYPE = IntType()
+_NONE = NoneType()
+_STR = StrType()
+_SCALARS = {d: ScalarType(d) for d in DType}
+
+
 def int_value(sym: SymExpr, span: Span, name: str = "") -> Value:
-    return Value(name or str(sym), IntType(), span, sym=sym)
+    return Value(name or str(sym), INT_TYPE, span, sym)
 
 
 def const_value(ty: Type, const: object, span: Span, name: str = "") -> Value:
-    return Value(name or repr(const), ty, span, const=const)
+    return Value(name or repr(const), ty, span, None, const)
 
 
 def none_value(span: Span) -> Value:
-    return Value("None", NoneType(), span)
+    return Value("None", _NONE, span)
 
 
 def str_value(s: str, span: Span) -> Value:
-    return Value(repr(s), StrType(), span, const=s)
+    return Value(repr(s), _STR, span, None, s)
 
 
 def float_value(x: float, span: Span, dtype: DType = DType.F32) -> Value:
-    return Value(repr(x), ScalarType(dtype), span, const=float(x))
+    return Value(repr(x), _SCALARS[dtype], span, None, float(x))
+
+
+def _builtin_table() -> dict[str, tuple[str, Type, object]]:
+    """Built-in name -> (value name, type, const).
+
+    Filled lowest precedence first, so a name in two tables means what it always meant:
+    dtypes, then shared-memory layouts, fragment layouts, index spaces, float constants.
+    """
+    table: dict[str, tuple[str, Type, object]] = {"None": ("None", _NONE, None)}
+    for name, x in FLOAT_CONSTANTS.items():
+        table[name] = (repr(x), _SCALARS[DType.F32], float(x))
+    for name, attrs in INDEX_SPACES.items():
+        table[name] = (name, IndexSpaceType(name, attrs), None)
+    layout = LayoutType()
+    for name, frag in FRAG_LAYOUT_NAMES.items():
+        table[name] = (name, layout, frag)
+    for name, smem in SMEM_LAYOUT_NAMES.items():
+        table[name] = (name, layout, smem)
+    dtype = DTypeType()
+    for name, d in DTYPE_NAMES.items():
+        table[name] = (name, dtype, d)
+    return table
+
+
+_BUILTINS = _builtin_table()
 
 
 def builtin(name: str, span: Span) -> Value | None:
     """The value of a built-in name, or None if `name` is not built in."""
-    if name in DTYPE_NAMES:
-        return const_value(DTypeType(), DTYPE_NAMES[name], span, name)
-    if name in SMEM_LAYOUT_NAMES:
-        return const_value(LayoutType(), SMEM_LAYOUT_NAMES[name], span, name)
-    if name in FRAG_LAYOUT_NAMES:
-        return const_value(LayoutType(), FRAG_LAYOUT_NAMES[name], span, name)
-    if name in INDEX_SPACES:
-        return Value(name, IndexSpaceType(name, INDEX_SPACES[name]), span)
-    if name in FLOAT_CONSTANTS:
-        return float_value(FLOAT_CONSTANTS[name], span)
-    if name == "None":
-        return none_value(span)
-    return None
+    entry = _BUILTINS.get(name)
+    if entry is None:
+        return None
+    value_name, ty, const = entry
+    return Value(value_name, ty, span, None, const)
 
 
 def builtin_names() -> list[str]:

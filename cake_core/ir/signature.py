@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Fix, TextEdit
-from cake_core.hardware import get_arch, suggest_arch
+from cake_core.hardware import suggest_arch
 from cake_core.ir.kernel import Value
 from cake_core.ir.types import (
     DType,
@@ -70,7 +70,7 @@ def parse_decorator(kb: KernelBuilder) -> Decorator | None:
             ok = False
         elif arch_name is None:
             arch_name = str(v.const)
-            if get_arch(arch_name) is None:
+            if kb.pb.arch_spec(arch_name) is None:
                 hit = suggest_arch(arch_name)
                 fixes = [Fix(f'use "{hit}"', (TextEdit(arch_span, f'"{hit}"'),),
                              Applicability.UNSAFE)] if hit else []
@@ -83,7 +83,7 @@ def parse_decorator(kb: KernelBuilder) -> Decorator | None:
         kb.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
             call.span, '@kernel needs an arch, e.g. arch="sm_90a" (or pass --arch)'))
         ok = False
-    elif get_arch(arch_name) is None:
+    elif kb.pb.arch_spec(arch_name) is None:
         kb.diags.append(codes.ARCH_UNSUPPORTED.at(call.span, f"unknown arch {arch_name!r}"))
         ok = False
     # grid

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from operator import attrgetter
 
 
 class SymExpr:
@@ -20,10 +21,9 @@ class SymExpr:
     __slots__ = ()
 
     # -- queries -------------------------------------------------------------------------
-    @property
-    def const(self) -> int | None:
-        """The folded value when the expression is a compile-time constant."""
-        return self.value if isinstance(self, Const) else None
+    #: The folded value when the expression is a compile-time constant, else None.
+    #: A class attribute overridden by `Const`, not a method: it is read constantly.
+    const: int | None = None
 
     def atoms(self) -> set[SymExpr]:
         """Dims and Vars the expression depends on."""
@@ -40,7 +40,14 @@ class SymExpr:
     @property
     def is_launch_constant(self) -> bool:
         """True when it depends only on constants and dims (known before launch)."""
-        return not any(isinstance(a, Var) for a in self.atoms())
+        stack: list[SymExpr] = [self]  # `atoms()` without building the set
+        while stack:
+            e = stack.pop()
+            if isinstance(e, Var):
+                return False
+            if isinstance(e, BinExpr):
+                stack.extend((e.left, e.right))
+        return True
 
     # -- arithmetic --------------------------------------------------------------------
     def __add__(self, other: SymLike) -> SymExpr:
@@ -75,6 +82,9 @@ SymLike = SymExpr | int
 class Const(SymExpr):
     value: int
 
+    const = property(attrgetter("value"))  # C-level getter: no Python frame per read
+    is_launch_constant = True  # leaves answer directly, without the walk
+
     def __str__(self) -> str:
         return str(self.value)
 
@@ -87,6 +97,8 @@ class Dim(SymExpr):
     multiple_of: int = 1
     max: int | None = None
 
+    is_launch_constant = True
+
     def __str__(self) -> str:
         return self.name
 
@@ -98,6 +110,8 @@ class Var(SymExpr):
     name: str
     lo: SymExpr | None = None
     hi: SymExpr | None = None
+
+    is_launch_constant = False
 
     def __str__(self) -> str:
         return self.name
@@ -113,18 +127,20 @@ class BinExpr(SymExpr):
     right: SymExpr
 
     def __str__(self) -> str:
-        if self.op in ("cdiv", "min", "max"):
-            return f"{self.op}({self.left}, {self.right})"
-        prec = _OPS[self.op]
+        op = self.op
+        if op in ("cdiv", "min", "max"):
+            return f"{op}({self.left}, {self.right})"
+        prec = _OPS[op]
+        return f"{_operand(self.left, op, prec, False)} {op} {_operand(self.right, op, prec, True)}"
 
-        def wrap(e: SymExpr, right_side: bool) -> str:
-            if isinstance(e, BinExpr) and e.op in _OPS and _OPS[e.op] < 9:
-                p = _OPS[e.op]
-                if p < prec or (right_side and p == prec and self.op != "+" and self.op != "*"):
-                    return f"({e})"
-            return str(e)
 
-        return f"{wrap(self.left, False)} {self.op} {wrap(self.right, True)}"
+def _operand(e: SymExpr, op: str, prec: int, right_side: bool) -> str:
+    """An operand of infix `op` (precedence `prec`), parenthesised where it needs it."""
+    if isinstance(e, BinExpr) and e.op in _OPS and _OPS[e.op] < 9:
+        p = _OPS[e.op]
+        if p < prec or (right_side and p == prec and op != "+" and op != "*"):
+            return f"({e})"
+    return str(e)
 
 
 def sym(x: SymLike) -> SymExpr:
@@ -173,7 +189,7 @@ def _bin(op: str, a: SymExpr, b: SymExpr) -> SymExpr:
         return a
     if op == "%" and cb == 1:
         return Const(0)
-    if op in ("//", "cdiv") and cb is not None and divides(a, cb) and op == "cdiv":
+    if op == "cdiv" and cb is not None and divides(a, cb):
         return BinExpr("//", a, b)
     if op == "-" and a == b:
         return Const(0)

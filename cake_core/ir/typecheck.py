@@ -111,6 +111,8 @@ class CallContext:
 
 # --- shared checks --------------------------------------------------------------------
 def same_shape(a: Shape, b: Shape) -> bool:
+    if type(a) is tuple and type(b) is tuple:
+        return a == b  # the same test, element by element, done by the tuples themselves
     return len(a) == len(b) and all(x == y for x, y in zip(a, b, strict=True))
 
 

@@ -65,8 +65,13 @@ def shape_str(shape: Shape) -> str:
 
 
 def const_shape(shape: Shape) -> tuple[int, ...] | None:
-    vals = tuple(d.const for d in shape)
-    return None if any(v is None for v in vals) else vals  # type: ignore[return-value]
+    vals = []
+    for d in shape:
+        c = d.const
+        if c is None:
+            return None
+        vals.append(c)
+    return tuple(vals)
 
 
 def numel(shape: Shape) -> int | None:

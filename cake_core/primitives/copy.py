@@ -32,6 +32,8 @@ def squeeze_leading(shape: Shape) -> Shape:
     a tile of a batched rank-3 tensor fills a 2-D buffer, as a TMA box with a unit
     leading extent does.
     """
+    if len(shape) < 2 or shape[0].const != 1:
+        return shape  # nothing to drop: the common case
     i = 0
     while i < len(shape) - 1 and shape[i].const == 1:
         i += 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cake_core.diagnostics import codes
 from cake_core.hardware import Feature
-from cake_core.ir.symbolic import Const, SymExpr
+from cake_core.ir.symbolic import SymExpr
 from cake_core.ir.typecheck import CallContext
 from cake_core.ir.types import (
     BarrierType,
@@ -38,10 +38,11 @@ def _shape(ctx: CallContext, name: str) -> tuple[SymExpr, ...] | None:
     elts = v.const if isinstance(v.type, TupleType) else (v,)
     dims: list[SymExpr] = []
     for e in elts:  # type: ignore[union-attr]
-        if not isinstance(e.type, IntType) or e.sym is None:
+        sym = e.sym
+        if sym is None or not isinstance(e.type, IntType):
             ctx.error(codes.TYPE_MISMATCH, f"`{name}` must be a tuple of ints", name)
             return None
-        c = e.sym.const
+        c = sym.const
         if c is None:
             ctx.error(codes.NOT_CONSTANT,
                       f"`{name}` must be known at compile time; `{e.sym}` is not", name,
@@ -51,7 +52,7 @@ def _shape(ctx: CallContext, name: str) -> tuple[SymExpr, ...] | None:
         if c <= 0:
             ctx.error(codes.SHAPE_MISMATCH, f"`{name}` has a non-positive extent {c}", name)
             return None
-        dims.append(Const(c))
+        dims.append(sym)  # a Const: `c` is its value
     if not dims:
         ctx.error(codes.SHAPE_MISMATCH, f"`{name}` is empty", name)
         return None

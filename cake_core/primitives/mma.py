@@ -32,12 +32,15 @@ def _mnk(ctx: CallContext) -> tuple[int, int, int] | None:
     assert isinstance(acc, FragmentType)
     assert isinstance(a, FragmentType | SmemType)
     assert isinstance(b, FragmentType | SmemType)
+    extents: list[tuple[int, int]] = []
     for name, t in (("acc", acc), ("a", a), ("b", b)):
-        if len(t.shape) != 2 or any(d.const is None for d in t.shape):
+        rows, cols = (t.shape[0].const, t.shape[1].const) if len(t.shape) == 2 else (None, None)
+        if rows is None or cols is None:
             ctx.error(codes.SHAPE_MISMATCH, f"`{name}` must be a 2-D tile with constant shape, "
                       f"not {shape_str(t.shape)}", name)
             return None
-    (m, n), (am, ak), (bk, bn) = ((d.const for d in t.shape) for t in (acc, a, b))
+        extents.append((rows, cols))
+    (m, n), (am, ak), (bk, bn) = extents
     allowed = _INPUT_DTYPES[ctx.prim.name]
     if a.dtype not in allowed:
         ctx.error(codes.DTYPE_MISMATCH, f"{ctx.prim.name} does not take {a.dtype.value} inputs "

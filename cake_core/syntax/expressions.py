@@ -15,6 +15,7 @@ Parentheses leave no node: `(a + b)` converts to the BinOp of `a + b` with the s
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
 
 from tree_sitter import Node as TSNode
@@ -23,7 +24,7 @@ from cake_core.diagnostics.codes import SYNTAX_ERROR, UNSUPPORTED_SYNTAX
 from cake_core.diagnostics.model import Diagnostic, Fix
 from cake_core.syntax import ast
 from cake_core.syntax.literals import LiteralError, decode_string_body, parse_float, parse_integer
-from cake_core.syntax.positions import PositionIndex, new_position, new_span
+from cake_core.syntax.positions import PositionIndex
 from cake_core.syntax.source import Position, SourceFile, Span
 from cake_core.syntax.subset import TRIVIA, Rejection, rejection
 
@@ -32,6 +33,8 @@ MAX_DEPTH = 100
 
 MAX_REPORTED = 1000
 """Past this many findings the text is not a kernel; the rest are not even built."""
+
+_tuple_new = tuple.__new__
 
 SKIP = TRIVIA | {"ERROR"}
 """Children that are never converted (ERROR nodes are reported by `recovery.py`)."""
@@ -45,6 +48,14 @@ _SPINE_FIELD = {
     "subscript": "value",
 }
 _STRING_PREFIX_OK = frozenset({"", "r", "u"})
+# Comparison operators outside the subset: CAKE values have no containers or identity.
+_REJECTED_COMPARISONS = {
+    "<>": "python2_not_equal",
+    "in": "membership_test",
+    "not in": "membership_test",
+    "is": "identity_test",
+    "is not": "identity_test",
+}
 
 
 class TooDeep(Exception):
@@ -68,12 +79,13 @@ class ExpressionConverter:
         """The buffer tree-sitter parsed (the source text, or a repaired copy of it)."""
         self.diagnostics: list[Diagnostic] = []
         self._map = to_original
-        # Fast spans: tree-sitter already knows each node's line and byte column, and on
-        # an ASCII line the UTF-16 column equals the byte column.
-        self._fast = to_original is None
-        self._slow_rows: frozenset[int] = frozenset()
+        # Positions by offset in `data`: many nodes share a start or an end.
         self._positions: dict[int, Position] = {}
-        if self._fast and not data.isascii():
+        # Fast positions: on an ASCII line the UTF-16 column equals the byte column.  (The
+        # buffer differs from the source only by blanked NULs, same length, when unmapped.)
+        self._slow_rows: frozenset[int] = frozenset()
+        self._starts = source.line_starts
+        if to_original is None and not data.isascii():
             self._slow_rows = frozenset(
                 row for row, line in enumerate(data.split(b"\n")) if not line.isascii()
             )
@@ -85,23 +97,32 @@ class ExpressionConverter:
         return self.index.span(start, end)
 
     def span(self, node: TSNode) -> Span:
-        if self._fast:
-            start_row, start_col = node.start_point
-            end_row, end_col = node.end_point
-            slow = self._slow_rows
-            if not slow or (start_row not in slow and end_row not in slow):
-                cache = self._positions
-                start_byte = node.start_byte
-                end_byte = node.end_byte
-                start = cache.get(start_byte)
-                if start is None:
-                    start = cache[start_byte] = new_position(start_byte, start_row, start_col,
-                                                             start_col)
-                end = cache.get(end_byte)
-                if end is None:
-                    end = cache[end_byte] = new_position(end_byte, end_row, end_col, end_col)
-                return new_span(start, end)
-        return self.span_bytes(node.start_byte, node.end_byte)
+        # The hottest function of the parse (one call per AST node): keep it flat.
+        cache = self._positions
+        start = cache.get(node.start_byte)
+        if start is None:
+            start = self._position(node.start_byte)
+        end = cache.get(node.end_byte)
+        if end is None:
+            end = self._position(node.end_byte)
+        if end.offset < start.offset:  # only where a repair map folds the two together
+            end = start
+        return _tuple_new(Span, (start, end))
+
+    def _position(self, offset: int) -> Position:
+        """The position of byte `offset` of `data`, cached."""
+        if self._map is not None:
+            pos = self.index.position(self._map(offset))
+        else:
+            starts = self._starts
+            row = bisect_right(starts, offset) - 1
+            if row in self._slow_rows:
+                pos = self.index.position(offset)
+            else:
+                col = offset - starts[row]
+                pos = _tuple_new(Position, (offset, row, col, col))
+        self._positions[offset] = pos
+        return pos
 
     def _reject(self, node: TSNode, why: Rejection, span: Span | None = None,
                 fixes: tuple[Fix, ...] = ()) -> None:
@@ -151,9 +172,8 @@ class ExpressionConverter:
                 break
         return self.span_bytes(begin, self._first_line_end(node))
 
-    @staticmethod
-    def _text(node: TSNode) -> str:
-        return (node.text or b"").decode("utf-8", errors="replace")
+    def _text(self, node: TSNode) -> str:
+        return self.data[node.start_byte:node.end_byte].decode("utf-8", errors="replace")
 
     # -- module and statements -----------------------------------------------------------
     def _field_expr(self, node: TSNode, field: str, depth: int) -> ast.Expr:
@@ -163,19 +183,28 @@ class ExpressionConverter:
         return self._expr(child, depth + 1)
 
     def _named(self, node: TSNode) -> list[TSNode]:
-        return [c for c in node.named_children if c.type not in SKIP]
+        children = node.named_children
+        for c in children:
+            if c.type in SKIP:
+                return [c for c in children if c.type not in SKIP]
+        return children
 
     def _expr(self, node: TSNode, depth: int) -> ast.Expr:
         if depth > MAX_DEPTH:
             self._too_deep(node)
             raise TooDeep
         kind = node.type
-        if node.is_missing or kind == "ERROR":
-            return ast.Invalid(self.span(node))
         if kind == "identifier":  # the most common node by far
-            return ast.Name(self.span(node), (node.text or b"").decode("utf-8", "replace"))
+            if node.is_missing:
+                return ast.Invalid(self.span(node))
+            return ast.Name(self.span(node),
+                            self.data[node.start_byte:node.end_byte].decode("utf-8", "replace"))
         if kind in _SPINE_FIELD:
+            if node.is_missing:
+                return ast.Invalid(self.span(node))
             return self._spine(node, depth)
+        if kind == "ERROR" or node.is_missing:
+            return ast.Invalid(self.span(node))
         handler = _HANDLERS.get(kind)
         if handler is None:
             span = self.span(node)
@@ -184,11 +213,14 @@ class ExpressionConverter:
         return handler(self, node, depth)
 
     def _spine(self, node: TSNode, depth: int) -> ast.Expr:
-        chain: list[TSNode] = []
-        cur: TSNode | None = node
-        while cur is not None and cur.type in _SPINE_FIELD and not cur.is_missing:
+        chain: list[TSNode] = [node]
+        cur: TSNode | None = node.child_by_field_name(_SPINE_FIELD[node.type])
+        while cur is not None:
+            field = _SPINE_FIELD.get(cur.type)
+            if field is None or cur.is_missing:
+                break
             chain.append(cur)
-            cur = cur.child_by_field_name(_SPINE_FIELD[cur.type])
+            cur = cur.child_by_field_name(field)
         if cur is None:
             result: ast.Expr = ast.Invalid(self.span(chain[-1]))
         else:
@@ -203,6 +235,13 @@ class ExpressionConverter:
         """Wrap `inner` (the converted left part) in the chain link `node`."""
         kind = node.type
         span = self.span(node)
+        if kind == "call":
+            return self._call(node, span, inner, depth), None
+        if kind == "attribute":
+            attr = node.child_by_field_name("attribute")
+            if attr is None or attr.is_missing:
+                return ast.Invalid(span), None
+            return ast.Attribute(span, inner, self._text(attr), self.span(attr)), None
         if kind == "binary_operator":
             op_node = node.child_by_field_name("operator")
             right = self._field_expr(node, "right", depth)
@@ -214,13 +253,6 @@ class ExpressionConverter:
             if merge_op == op and isinstance(inner, ast.BoolOp):
                 return ast.BoolOp(span, op, (*inner.values, right)), op
             return ast.BoolOp(span, op, (inner, right)), op
-        if kind == "attribute":
-            attr = node.child_by_field_name("attribute")
-            if attr is None or attr.is_missing:
-                return ast.Invalid(span), None
-            return ast.Attribute(span, inner, self._text(attr), self.span(attr)), None
-        if kind == "call":
-            return self._call(node, span, inner, depth), None
         return self._subscript(node, span, inner, depth), None
 
     def _call(self, node: TSNode, span: Span, func: ast.Expr, depth: int) -> ast.Expr:
@@ -234,7 +266,8 @@ class ExpressionConverter:
         keywords: list[ast.Keyword] = []
         seen: set[str] = set()
         for arg in self._named(arguments):
-            if arg.type == "keyword_argument":
+            arg_kind = arg.type
+            if arg_kind == "keyword_argument":
                 name_node = arg.child_by_field_name("name")
                 value_node = arg.child_by_field_name("value")
                 if name_node is None or name_node.type != "identifier":
@@ -250,7 +283,7 @@ class ExpressionConverter:
                 )
                 keywords.append(ast.Keyword(self.span(arg), name, self.span(name_node), value))
             else:
-                if keywords and arg.type not in ("list_splat", "dictionary_splat"):
+                if keywords and arg_kind not in ("list_splat", "dictionary_splat"):
                     self._error(self.span(arg), "positional argument follows keyword argument")
                 args.append(self._expr(arg, depth + 1))
         return ast.Call(span, func, tuple(args), tuple(keywords))
@@ -357,14 +390,18 @@ def _not(c: ExpressionConverter, node: TSNode, depth: int) -> ast.Expr:
 def _compare(c: ExpressionConverter, node: TSNode, depth: int) -> ast.Expr:
     ops: list[str] = []
     operands: list[ast.Expr] = []
+    rejected = False
     for i, child in enumerate(node.children):
         if node.field_name_for_child(i) == "operators":
-            if child.type == "<>":
-                c._reject(child, rejection("python2_not_equal"))
-            ops.append(child.type)
+            op = child.type
+            why = _REJECTED_COMPARISONS.get(op)
+            if why is not None:
+                c._reject(child, rejection(why))
+                rejected = True
+            ops.append(op)
         elif child.is_named and child.type not in SKIP:
             operands.append(c._expr(child, depth + 1))
-    if len(operands) != len(ops) + 1:
+    if rejected or len(operands) != len(ops) + 1:
         return ast.Invalid(c.span(node))
     return ast.Compare(c.span(node), tuple(ops), tuple(operands))
 

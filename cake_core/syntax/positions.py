@@ -14,9 +14,17 @@ import bisect
 
 from cake_core.syntax.source import Position, SourceFile, Span
 
-#: Constructors under the names the converters use (plain NamedTuple construction).
-new_position = Position
-new_span = Span
+_tuple_new = tuple.__new__
+
+
+def new_position(offset: int, line: int, col_byte: int, col_utf16: int) -> Position:
+    """`Position(...)` without the NamedTuple's Python-level `__new__` (3x cheaper)."""
+    return _tuple_new(Position, (offset, line, col_byte, col_utf16))
+
+
+def new_span(start: Position, end: Position) -> Span:
+    """`Span(start, end)`, built the way `new_position` is."""
+    return _tuple_new(Span, (start, end))
 
 
 class PositionIndex:

@@ -101,6 +101,11 @@ class SourceFile:
 
     # -- queries --------------------------------------------------------------------
     @property
+    def line_starts(self) -> list[int]:
+        """Byte offset of the start of each line (read-only: shared, not copied)."""
+        return self._line_starts
+
+    @property
     def line_count(self) -> int:
         return len(self._line_starts)
 

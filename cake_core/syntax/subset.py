@@ -208,6 +208,12 @@ REJECTED: dict[str, Rejection] = {
         "CAKE IR binds a name when it declares it: write `x: T = value`",
     ),
     "python2_not_equal": Rejection("the Python 2 operator `<>`", "use `!=`"),
+    "membership_test": Rejection(
+        "a membership test (`in`, `not in`)", "compare with `==` and combine with `or`"
+    ),
+    "identity_test": Rejection(
+        "an identity test (`is`, `is not`)", "compare values with `==` or `!=`"
+    ),
 }
 
 

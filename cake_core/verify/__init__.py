@@ -17,7 +17,7 @@ from cake_core.syntax.source import SourceFile
 Pass = Callable[[Program, SourceFile], list[Diagnostic]]
 
 #: Modules under cake_core.verify that hold built-in passes, in the order they run.
-BUILTIN_PASSES: tuple[str, ...] = ("resources", "layout", "sync")
+BUILTIN_PASSES: tuple[str, ...] = ("resources", "layout", "bounds", "sync")
 
 
 def builtin_passes() -> list[Pass]:

@@ -1,8 +1,13 @@
 """Kernels and synthetic runs for the mining tests.
 
-The mistake used throughout: in the sm_80 GEMM's inner loop a consumer reads one
-16-column slice past the end of its pipeline stage (`kk + 1` instead of `kk`).  The
-static verifier accepts it; the simulator stops at the `ldmatrix` with CK504.
+The mistake used throughout: in the sm_80 GEMM's inner loop a consumer indexes its
+pipeline stage with the K slice's global number, `k * (BK // 16) + kk`, where the
+stage holds only the slices of tile k (`kk`).  The kernel is right while K fits in one
+tile and reads past the stage from the second tile on, so whether it is wrong depends
+on the launch-time K: the static verifier, which leaves ranges over `dim()`s alone
+(CK405 decides only constant ranges), accepts it, and the simulator, running the task's
+shapes, stops at the `ldmatrix` with CK504.  (Reading slice `kk + 1` instead, past the
+stage on the last `kk` whatever K is, is caught statically, by CK405.)
 """
 
 from __future__ import annotations
@@ -18,8 +23,15 @@ from cake_agents.store import RunsStore
 ROOT = Path(__file__).resolve().parents[2]
 SEED = (ROOT / "examples" / "gemm_sm80.cake").read_text()
 GOOD_LINE = "a = ldmatrix(sa[s].tile((WM, 16), (wm, kk)))"
-BAD = SEED.replace(GOOD_LINE, "a = ldmatrix(sa[s].tile((WM, 16), (wm, kk + 1)))")
+BAD_LINE = "a = ldmatrix(sa[s].tile((WM, 16), (wm, k * (BK // 16) + kk)))"
+BAD = SEED.replace(GOOD_LINE, BAD_LINE)
 assert BAD != SEED
+MARK = "(wm, k * (BK // 16) + "
+"""Text only the mistaken line has, in BAD and in every variant of it."""
+CONSTRUCT = "_ = ldmatrix(_[_].tile((_, N), (_, _ * (_ // N) + _)))"
+"""The mistaken line's signature construct (names as `_`, numbers as `N`)."""
+IR_SHAPE = "ldmatrix(src=tile(self=smem[_], shape=(N, N), coords=(_, (_ * N) + _)))"
+"""The mistaken op's IR shape (`cake_agents/mining/pattern.py`): BK // 16 folds to N."""
 TASK = "gemm_f16_sm80"
 
 
@@ -29,7 +41,7 @@ def variant(i: int) -> str:
 
 
 def bad_line(text: str) -> int:
-    return next(i for i, ln in enumerate(text.splitlines()) if "+ 1)))" in ln)
+    return next(i for i, ln in enumerate(text.splitlines()) if MARK in ln)
 
 
 def gates(**status: str) -> dict[str, Any]:

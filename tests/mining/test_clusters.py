@@ -7,7 +7,16 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
-from mining_support import SEED, add_candidate, add_sim_failure, gates, make_run, variant
+from mining_support import (
+    CONSTRUCT,
+    MARK,
+    SEED,
+    add_candidate,
+    add_sim_failure,
+    gates,
+    make_run,
+    variant,
+)
 
 from cake_agents.mining.clusters import build_clusters
 from cake_agents.mining.gaps import backfill_run, gate_findings
@@ -27,13 +36,13 @@ def test_a_mistake_repeated_across_runs_is_one_prime_cluster(tmp_path: Path) -> 
     (c,) = build_clusters(s, ["run-a", "run-b"], min_count=2)
     assert (c.gate, c.stage, c.code, c.count) == ("sim", "sim", "CK504", 4)
     assert c.runs == ["run-a", "run-b"] and len(c.candidates) == 4
-    assert c.construct == "_ = ldmatrix(_[_].tile((_, N), (_, _ + N)))"
+    assert c.construct == CONSTRUCT
     assert c.first_seen <= c.last_seen
     assert c.prime and c.suggest == "rule", c.why
     ex = c.examples[0]
     assert ex.run_id == "run-b" and ex.line is not None
     hit = [text for _, text, is_hit in ex.snippet if is_hit]
-    assert hit and "+ 1)))" in hit[0]
+    assert hit and MARK in hit[0]
     assert [t["origin"] for t in ex.trajectory] == ["coder", "seed"]
     assert ex.trajectory[-1]["status"] == "pass"
     assert build_clusters(s, ["run-a"], min_count=3) == []
@@ -61,7 +70,7 @@ def test_not_prime_when_static_already_flags_it_or_it_is_a_wrong_result(tmp_path
     text = variant(9)
     h = add_candidate(s, "r", text, parent=seed, step=9)
     line = text.splitlines()[next(i for i, ln in enumerate(text.splitlines())
-                                  if "+ 1)))" in ln)]
+                                  if MARK in ln)]
     s.add_failure("r", hash_=h, step=9, sig=signature("check", "CK304", "outside", line),
                   message="outside")
     for i in range(2):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from mining_support import ROOT, SEED, add_candidate, make_run, variant
+from mining_support import IR_SHAPE, MARK, ROOT, SEED, add_candidate, make_run, variant
 
 from cake_agents.mining.ledger import Ledger
 from cake_agents.mining.promote import PromotionError, promote
@@ -53,13 +53,13 @@ def test_promote_a_rule_into_a_new_plugin(runs: Path, tmp_path: Path) -> None:
     assert (item["code"], item["digest"]) == ("LE101", digest)
     assert len(item["examples"]) == 3 and len(item["clean"]) == 1
     for rel in item["examples"]:
-        assert "+ 1)))" in (plugin / rel).read_text()
+        assert MARK in (plugin / rel).read_text()
     assert (plugin / item["clean"][0]).read_text() == SEED
     module = (plugin / "cake_learned" / "promoted" / f"{item['module']}.py").read_text()
-    assert "coords=(_, _ + N)" in module and "Provenance(SIGNATURE" in module
+    assert IR_SHAPE in module and "Provenance(SIGNATURE" in module
     assert f"DIGEST = {digest!r}" in module
     doc = (plugin / "docs" / "LE101.md").read_text()
-    assert "## Use instead" in doc and "(wm, kk)" in doc and "+ 1)))" in doc
+    assert "## Use instead" in doc and "(wm, kk)" in doc and MARK in doc
     assert '"cake_learned.promoted"' in (plugin / "pyproject.toml").read_text()
     with Ledger.beside(runs) as ledger:
         (p,) = ledger.promotions()

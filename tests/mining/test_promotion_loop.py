@@ -1,8 +1,10 @@
 """The loop end to end: a recurring late failure becomes a static rule, and it pays.
 
-A scripted model keeps writing the same mistake (a consumer reading one slice past the
-end of its pipeline stage, under a different name each time).  The static verifier
-accepts it and the simulator catches it, so every such kernel costs an evaluation.
+A scripted model keeps writing the same mistake (a consumer indexing its pipeline stage
+with the K slice's global number, `k * (BK // 16) + kk`, under a different name each
+time).  The kernel is right while K fits in one tile and reads past the stage beyond, so
+the static verifier, which does not decide ranges over launch-time dims, accepts it; the
+simulator catches it on the task's shapes, so every such kernel costs an evaluation.
 `cake failures` lists it as a prime candidate, `cake promote` writes a rule, the plugin
 is installed (into a private folder, on PYTHONPATH for the language server), and the same
 model behaviour in a second run is caught by the checker before any evaluation.
@@ -87,7 +89,8 @@ def test_a_recurring_simulator_failure_becomes_a_static_rule(tmp_path: Path,
     from cake_core.sim.tasks_run import run_task
     from cake_core.tasks import load_task
 
-    # 1. the mistake: the static verifier misses it, the simulator catches it
+    # 1. the mistake: the static verifier accepts it, the simulator catches it; it
+    #    depends on the launch: with K within one tile the same kernel is right
     res = check_text(BAD, "bad.cake")
     assert res.program is not None and res.errors == [] and res.diagnostics == []
     task = load_task(TASK)
@@ -96,6 +99,9 @@ def test_a_recurring_simulator_failure_becomes_a_static_rule(tmp_path: Path,
     rep = run_task(task, sk, shapes=[dict(s.dims) for s in task.shapes_for(entry, sim=True)],
                    n_schedules=1, seed=0, entry=entry)
     assert not rep.passed and "CK504" in {d.code for d in rep.diagnostics}
+    one_tile = run_task(task, sk, shapes=[{"M": 128, "N": 128, "K": 32}], n_schedules=1,
+                        seed=0, entry=entry)
+    assert one_tile.passed, [d.message for d in one_tile.diagnostics]
 
     # 2. a run in which the model keeps making it
     runs = tmp_path / "runs"
