@@ -127,18 +127,26 @@ def edit_plan(text: str, n: int) -> list[tuple[int, int, str]]:
 
 
 def compiler_share(lines: int, edits: int) -> dict[str, float]:
-    """The same edits applied in process (incremental re-parse + check, no protocol):
-    what the compiler costs, so that latency minus this is the server's own overhead."""
+    """The same edits applied in process, checked as the server checks them (incremental
+    re-parse, then the check with the per-kernel caches, no protocol): what the compiler
+    costs, so that latency minus this is the server's own overhead.  The collector is
+    handled as in the server (`cake_lsp/heap.py`)."""
+    import gc
+
     from cake_core.plugins import load_config, load_plugins
     from cake_lsp.documents import CheckOptions, OpenDocument
     from cake_lsp.guard import PassGuard
+    from cake_lsp.heap import Heap
 
     plugins = load_plugins(load_config(ROOT))
-    options = CheckOptions(None, plugins, PassGuard.from_plugins(plugins, {}).active(
-        frozenset()), 0)
+    kernel_passes, passes = PassGuard.from_plugins(plugins, {}).split(frozenset())
+    options = CheckOptions(None, plugins, passes, 0, kernel_passes)
     text = synthetic(lines)
     doc = OpenDocument("file:///bench.cake", text, 1)
+    heap = Heap()
+    heap.started()
     doc.analyze(text, options)
+    heap.checked()
     times = []
     for line, col, new in edit_plan(text, edits):
         lines_ = doc.text.split("\n")
@@ -146,7 +154,9 @@ def compiler_share(lines: int, edits: int) -> dict[str, float]:
         t0 = time.perf_counter()
         doc.analyze("\n".join(lines_), options)
         times.append((time.perf_counter() - t0) * 1e3)
+        heap.checked()
         doc.text = "\n".join(lines_)
+    gc.unfreeze()
     return {"compiler_p50_ms": pct(times, 0.5), "compiler_p95_ms": pct(times, 0.95)}
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from cake_core.check_cache import Build, KernelChecks, Ready
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, sort_diagnostics
 from cake_core.ir.kernel import Program
@@ -22,16 +22,50 @@ from cake_core.syntax.source import SourceFile
 from cake_core.verify import Pass
 
 
-@dataclass
 class CheckResult:
-    source: SourceFile
-    parse: ParseResult | None
-    program: Program | None
-    diagnostics: list[Diagnostic] = field(default_factory=list)
+    """What a check found, and the program it built.
+
+    `program` may be made on first use: the language server's incremental check
+    (`cake_core/check_cache.py`) finds every diagnostic without building the IR of the
+    kernels it reuses, and builds them only when a feature asks for the program.
+    """
+
+    def __init__(self, source: SourceFile, parse: ParseResult | None, program: Program | None,
+                 diagnostics: list[Diagnostic] | None = None) -> None:
+        self.source = source
+        self.parse = parse
+        self._program = program
+        self._build: Build | None = None
+        self.diagnostics: list[Diagnostic] = diagnostics if diagnostics is not None else []
+
+    @property
+    def program(self) -> Program | None:
+        if self._program is None and self._build is not None:
+            self._program = self._build.program
+        return self._program
+
+    @program.setter
+    def program(self, program: Program | None) -> None:
+        self._program, self._build = program, None
+
+    @property
+    def has_program(self) -> bool:
+        """Whether `program` is (or will be, on first use) a program, without building it."""
+        return self._program is not None or self._build is not None
+
+    @property
+    def has_kernels(self) -> bool:
+        """Whether the program holds a kernel (known without building a lazy program)."""
+        if self._program is None and self._build is not None:
+            return bool(self._build.refs)
+        return self._program is not None and bool(self._program.kernels)
 
     @property
     def errors(self) -> list[Diagnostic]:
         return [d for d in self.diagnostics if d.severity.value == "error"]
+
+    def __repr__(self) -> str:
+        return f"CheckResult({self.source.path!r}, {len(self.diagnostics)} diagnostics)"
 
 
 _DEFAULT_PLUGINS: PluginSet | None = None
@@ -51,25 +85,26 @@ def check_source(source: SourceFile, *, arch: str | None = None,
                  plugins: PluginSet | None = None, registry: Registry | None = None,
                  passes: Sequence[Pass] | None = None,
                  kernel_passes: Mapping[str, Pass] | None = None,
-                 parsed: ParseResult | None = None) -> CheckResult:
+                 parsed: ParseResult | None = None,
+                 kernels: KernelChecks | None = None) -> CheckResult:
     """Parse, build and verify one source file.  Never raises on any input.
 
     Verifier rules come from `plugins` (default: the project's plugins, built-ins
     first); `passes` replaces them with plain passes (tests, tools), and `kernel_passes`
     (by name) adds passes that judge each kernel alone, run kernel by kernel so kernels
     unchanged since the last check reuse their findings (the language server's built-ins).
+    `kernels` (the language server's, one per document) reuses the type check of kernels
+    unchanged since the last check of the same document; the program is then built
+    lazily, on the first read of `CheckResult.program`.
     """
     result = CheckResult(source, None, None)
     diags: list[Diagnostic] = []
     try:
         result.parse = parsed or parse(source)
         diags.extend(result.parse.diagnostics)
-        from cake_core.ir.builder import build_program
-
         ps = plugins or default_plugins()
-        built = build_program(result.parse.module, source, registry=registry or ps.registry,
-                              arch=arch)
-        result.program = built.program
+        built = _build(result.parse, source, registry or ps.registry, arch, kernels)
+        result._build = built
         syntax_at = min((d.span.start.offset for d in result.parse.diagnostics
                          if d.severity.value == "error"), default=None)
         # after a syntax error the AST has holes; type findings beyond it would be echoes
@@ -81,11 +116,11 @@ def check_source(source: SourceFile, *, arch: str | None = None,
                     diags.extend(p(built.program, source))
                 if kernel_passes:
                     diags.extend(ps.verdicts.run(
-                        built.program, source, result.parse.module, ",".join(kernel_passes),
+                        built.skeleton, source, result.parse.module, ",".join(kernel_passes),
                         arch, lambda prog, src: [d for p in kernel_passes.values()
-                                                 for d in p(prog, src)]))
+                                                 for d in p(prog, src)], built.refs))
             else:
-                diags.extend(_verify(ps, built.program, source, result.parse, arch))
+                diags.extend(_verify(ps, built, source, result.parse, arch))
     except Exception as exc:  # the compiler's own fault: report it, keep the user's work
         tb = traceback.extract_tb(exc.__traceback__)[-1]
         diags.append(codes.INTERNAL_ERROR.at(
@@ -97,7 +132,20 @@ def check_source(source: SourceFile, *, arch: str | None = None,
     return result
 
 
-def _verify(ps: PluginSet, program: Program, source: SourceFile, parsed: ParseResult,
+def _build(parsed: ParseResult, source: SourceFile, registry: Registry, arch: str | None,
+           kernels: KernelChecks | None) -> Build:
+    if kernels is not None:
+        return kernels.build(parsed.module, source, registry, arch,
+                             clean=not parsed.tree.root_node.has_error)
+    from cake_core.ir.builder import build_program
+
+    built = build_program(parsed.module, source, registry=registry, arch=arch)
+    p = built.program
+    skeleton = Program(p.path, p.constants, p.dims, [], p.constant_spans)
+    return Build(source, built.diagnostics, [Ready(k) for k in p.kernels], skeleton, p)
+
+
+def _verify(ps: PluginSet, built: Build, source: SourceFile, parsed: ParseResult,
             arch: str | None) -> list[Diagnostic]:
     """Every rule of the plugin set; the built-in ones kernel by kernel, reusing the
     findings of kernels unchanged since the last check (`cake_core/verify/cache.py`)."""
@@ -108,9 +156,10 @@ def _verify(ps: PluginSet, program: Program, source: SourceFile, parsed: ParseRe
         return [d for p, r in builtin for d in run_rule(ps, p, r, single, src)]
 
     rules = ",".join(r.name for _, r in builtin)
-    out = ps.verdicts.run(program, source, parsed.module, rules, arch, verify)
+    out = ps.verdicts.run(built.skeleton, source, parsed.module, rules, arch, verify,
+                          built.refs)
     for plugin, rule in others:
-        out.extend(run_rule(ps, plugin, rule, program, source))
+        out.extend(run_rule(ps, plugin, rule, built.program, source))
     return out
 
 

@@ -25,6 +25,7 @@ from lsprotocol import types as lsp
 from cake_core.check import CheckResult
 from cake_core.diagnostics import codes
 from cake_lsp.documents import OpenDocument, Stamp, UnknownDocument
+from cake_lsp.heap import IDLE_S
 
 if TYPE_CHECKING:
     from cake_lsp.server import CakeLanguageServer
@@ -42,6 +43,7 @@ class Checker:
         self.server = server
         self.delay = delay
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cake-check")
+        self._idle: asyncio.TimerHandle | None = None
 
     def stamp(self, doc: OpenDocument) -> Stamp:
         return (doc.version, self.server.generation)
@@ -49,6 +51,8 @@ class Checker:
     def schedule(self, doc: OpenDocument) -> None:
         """Make sure a check of the document's current text is coming."""
         if not doc.closed and (doc.task is None or doc.task.done()):
+            if self._idle is not None:
+                self._idle.cancel()
             doc.task = asyncio.get_running_loop().create_task(self._run(doc))
 
     async def current(self, doc: OpenDocument) -> CheckResult:
@@ -97,7 +101,16 @@ class Checker:
             if stamp == self.stamp(doc):
                 if not self.server.pull_diagnostics:
                     self.publish(doc, result)
+                self._after_check(loop)
                 return
+
+    def _after_check(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Freeze what the check left alive; sweep once no check has run for a while."""
+        heap = self.server.heap
+        heap.checked()
+        if self._idle is not None:
+            self._idle.cancel()
+        self._idle = loop.call_later(IDLE_S, heap.idle)
 
     def publish(self, doc: OpenDocument, result: CheckResult) -> None:
         self.server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(

@@ -4,7 +4,9 @@ The text is kept current on the event loop: every `didChange` is applied at once
 string splicing).  Parsing and checking run later, on the checker's worker thread, which
 alone touches the `Document`: it brings the parse up to date with one incremental
 tree-sitter re-parse over the region that changed since the last check, however many
-edits arrived in between, then runs `check_source` on that parse.
+edits arrived in between, then runs `check_source` on that parse with the document's
+`KernelChecks`, so that only the kernels the edits touched are type-checked again
+(`cake_core/check_cache.py`).
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from dataclasses import dataclass, field
 from lsprotocol import types as lsp
 
 from cake_core.check import CheckResult, check_source
+from cake_core.check_cache import KernelChecks
 from cake_core.ide import SymbolIndex, build_index
 from cake_core.plugins import PluginSet
 from cake_core.primitives.registry import Registry
 from cake_core.syntax.parser import Document
+from cake_core.syntax.reuse import Edit, carry
 from cake_core.syntax.source import SourceFile
 from cake_core.verify import Pass
 from cake_lsp.convert import Codec, path_of_uri
@@ -47,6 +51,9 @@ class OpenDocument:
         self._source: tuple[str, SourceFile] | None = None
         self.doc: Document | None = None
         """The parse; owned by the checker's worker thread."""
+        self.kernels = KernelChecks()
+        """Type-check results of this document's kernels, reused by its next checks
+        (owned by the checker's worker thread)."""
         self.result: CheckResult | None = None
         self.stamp: Stamp | None = None
         self.last_good: CheckResult | None = None
@@ -84,7 +91,7 @@ class OpenDocument:
         if self.stamp is not None and stamp < self.stamp:
             return False
         self.result, self.stamp = result, stamp
-        if result.program is not None and result.program.kernels:
+        if result.has_kernels:
             self.last_good = result
         self.changed.set()
         self.changed = asyncio.Event()
@@ -113,19 +120,30 @@ class OpenDocument:
             _sync(self.doc, text)
         return check_source(self.doc.source, arch=options.arch, plugins=options.plugins,
                             registry=options.plugins.registry, passes=options.passes,
-                            kernel_passes=options.kernel_passes, parsed=self.doc.result)
+                            kernel_passes=options.kernel_passes, parsed=self.doc.result,
+                            kernels=self.kernels)
 
 
 def _sync(doc: Document, text: str) -> None:
-    """One incremental re-parse covering everything that differs between the texts."""
+    """One incremental re-parse covering everything that differs between the texts.
+
+    A parse with a syntax error keeps no records of its statements for the next re-parse
+    to reuse; it is handed those of the parse before it, seen through this edit
+    (`reuse.carry`), so that the edit which fixes the error converts only what changed.
+    """
+    before = doc.result
     old = doc.source
     new = text.encode("utf-8", errors="surrogatepass")
     start, old_end, new_end = changed_region(old.data, new)
     a, b = old.position(start), old.position(old_end)
     inserted = new[start:new_end].decode("utf-8", errors="surrogatepass")
-    doc.apply_change(a.line, a.col_utf16, b.line, b.col_utf16, inserted)
+    after = doc.apply_change(a.line, a.col_utf16, b.line, b.col_utf16, inserted)
     if doc.text != text:  # a region edge inside a "\r\n": parse the whole text instead
         doc.replace_all(text)
+    elif after._records is None:
+        edit = Edit(start, old_end, new_end, a.line, b.line,
+                    after.source.position(new_end).line)
+        after._records = carry(before._records, edit)  # type: ignore[assignment]
 
 
 def changed_region(old: bytes, new: bytes) -> tuple[int, int, int]:

@@ -33,6 +33,7 @@ from pygls.protocol.language_server import lsp_method
 from cake_core import __version__
 from cake_core.check import CheckResult
 from cake_core.ide import SymbolIndex
+from cake_core.ir.kernel import Program
 from cake_core.plugins import PluginSet, load_config, load_plugins
 from cake_core.primitives.registry import Registry
 from cake_core.syntax.source import SourceFile
@@ -40,6 +41,7 @@ from cake_lsp import convert
 from cake_lsp.checking import Checker
 from cake_lsp.documents import CheckOptions, DocumentStore, OpenDocument, UnknownDocument
 from cake_lsp.guard import PassGuard
+from cake_lsp.heap import Heap
 from cake_lsp.settings import Settings, parse_settings
 
 logger = logging.getLogger(__name__)
@@ -130,6 +132,8 @@ class CakeLanguageServer(LanguageServer):
         self.plugins = PluginSet()
         """The project's plugins; loaded at `initialize`, when the workspace is known."""
         self.guard = PassGuard([])
+        self.heap = Heap(environ)
+        """Keeps the cycle collector off the long-lived heap (`heap.py`)."""
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -154,6 +158,7 @@ class CakeLanguageServer(LanguageServer):
                         "checking with the built-in rules only"))
         self.guard = PassGuard.from_plugins(self.plugins, self._environ)
         self.guard.on_disable = self._pass_disabled
+        self.heap.started()
 
     # -- client capabilities -------------------------------------------------------------
     @property
@@ -213,6 +218,12 @@ class CakeLanguageServer(LanguageServer):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.checker.executor, doc.index, result,
                                           self.registry)
+
+    async def program(self, result: CheckResult) -> Program | None:
+        """The program of a result, built on the checker's thread if it is not yet (a
+        check builds only what its diagnostics need: `cake_core/check_cache.py`)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.checker.executor, lambda: result.program)
 
     def check_options(self) -> CheckOptions:
         kernel_passes, passes = self.guard.split(self.settings.disabled_plugins)

@@ -39,13 +39,14 @@ from cake_core.syntax.convert import Converter
 from cake_core.syntax.expressions import MAX_REPORTED
 from cake_core.syntax.positions import PositionIndex
 from cake_core.syntax.recovery import (
+    PatchMap,
     apply_repairs,
     error_diagnostics,
     error_ranges,
     find_repairs,
     flaw_diagnostic,
 )
-from cake_core.syntax.reuse import Edit, Key, Record, Reuse
+from cake_core.syntax.reuse import Carried, Edit, Key, Record, Reuse, carry
 from cake_core.syntax.source import SourceFile
 
 __all__ = ["Document", "ParseResult", "parse", "reparse"]
@@ -78,7 +79,7 @@ class ParseResult:
     """Syntax (CK001), subset (CK002) and encoding (CK003) problems, sorted by position."""
     tree: Tree
     """The tree-sitter tree of `source` as written, kept for incremental re-parsing."""
-    _records: dict[Key, Record] | None = field(default=None, repr=False, compare=False)
+    _records: dict[Key, Record] | Carried | None = field(default=None, repr=False, compare=False)
     """What `reparse` may re-use of this parse (kept for clean parses only)."""
 
     @property
@@ -160,12 +161,16 @@ def _build(source: SourceFile, tree: Tree | None, reuse: Reuse | None = None) ->
         if flaws and len(flaws) <= _MAX_REPAIRS:
             repaired, patch_map = apply_repairs(parse_data, flaws)
             converter = Converter(source, repaired, patch_map, index)
+            if reuse is not None and blanked is None:
+                converter.reuse = reuse.through(patch_map, parse_data)
             diagnostics.extend(flaw_diagnostic(f, index.span) for f in flaws)
             fixed_root = _parser().parse(repaired).root_node
         else:
             # No repair, or so many that the text is not code: one parse is enough.
             diagnostics.extend(flaw_diagnostic(f, index.span) for f in flaws[:MAX_DIAGNOSTICS])
             converter = Converter(source, parse_data, index=index)
+            if reuse is not None and blanked is None:
+                converter.reuse = reuse.through(PatchMap((), (), ()), parse_data)
             fixed_root = root
         diagnostics.extend(error_diagnostics(fixed_root, converter.data, converter.span_bytes))
         module = converter.module(fixed_root)
@@ -218,15 +223,16 @@ def _reparse(old: ParseResult, start: int, old_end: int, new_text: str) -> Parse
         new_end_point=(new_end_pos.line, new_end_pos.col_byte),
     )
     new_tree = _parser().parse(new_data, tree)
+    edit = Edit(start, old_end, start + len(inserted), start_pos.line, end_pos.line,
+                new_end_pos.line)
+    reuse = Reuse(old._records, edit) if old._records is not None else None
     if new_tree.root_node.has_error:
         # Error recovery may differ between incremental and full parses; a full parse
-        # keeps `reparse` and `parse` equal.  It is cheap at editor file sizes.
-        return _build(new_source, None)
-    reuse = None
-    if old._records is not None:
-        edit = Edit(start, old_end, start + len(inserted), start_pos.line, end_pos.line,
-                    new_end_pos.line)
-        reuse = Reuse(old._records, edit)
+        # keeps `reparse` and `parse` equal.
+        result = _build(new_source, None, reuse)
+        if result._records is None:
+            result._records = carry(old._records, edit)
+        return result
     return _build(new_source, new_tree, reuse)
 
 

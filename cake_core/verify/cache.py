@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Protocol
 
 from cake_core.diagnostics.model import Diagnostic, Fix, Related, TextEdit
 from cake_core.ir.kernel import Kernel, Program
@@ -29,6 +30,31 @@ LIMIT = 2048
 Verify = Callable[[Program, SourceFile], list[Diagnostic]]
 
 
+class KernelSource(Protocol):
+    """A kernel of the check: its span now, and its IR, which may be built on demand."""
+
+    @property
+    def span(self) -> Span: ...
+
+    def get(self) -> Kernel: ...
+
+
+class Ready:
+    """A kernel already built, seen as a `KernelSource`."""
+
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
+    @property
+    def span(self) -> Span:
+        return self.kernel.span
+
+    def get(self) -> Kernel:
+        return self.kernel
+
+
 class KernelVerdicts:
     def __init__(self, limit: int = LIMIT) -> None:
         self._store: OrderedDict[tuple[str, ...], tuple[int, int, list[Diagnostic]]] = \
@@ -38,14 +64,19 @@ class KernelVerdicts:
         self.misses = 0
 
     def run(self, program: Program, source: SourceFile, module: ast.Module, rules: str,
-            arch: str | None, verify: Verify) -> list[Diagnostic]:
-        """Findings of `verify` on every kernel of `program`, reusing unchanged kernels'."""
+            arch: str | None, verify: Verify,
+            kernels: Sequence[KernelSource] | None = None) -> list[Diagnostic]:
+        """Findings of `verify` on every kernel of `program`, reusing unchanged kernels'.
+
+        `kernels`, when given, stands for `program.kernels`: the IR of a kernel whose
+        findings are reused is then never asked for (`cake_core/check_cache.py` builds
+        it only on demand)."""
         prelude = _digest(b"\0".join(
             source.data[s.span.start.offset:s.span.end.offset] for s in module.body
             if not isinstance(s, ast.FunctionDef)))
         out: list[Diagnostic] = []
-        for k in program.kernels:
-            start, end = k.span.start, k.span.end
+        for ref in kernels if kernels is not None else [Ready(k) for k in program.kernels]:
+            start, end = ref.span.start, ref.span.end
             key = (rules, arch or "", source.path, prelude,
                    _digest(source.data[start.offset:end.offset]))
             hit = self._store.get(key)
@@ -57,6 +88,7 @@ class KernelVerdicts:
                 out.extend(shift.diagnostic(d) for d in diags)
                 continue
             self.misses += 1
+            k = ref.get()
             single = Program(program.path, program.constants, program.dims, [k],
                              program.constant_spans)
             diags = verify(single, source)

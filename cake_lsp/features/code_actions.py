@@ -49,10 +49,12 @@ async def code_action(ls: CakeLanguageServer,
 async def _tactic_actions(ls: CakeLanguageServer, doc: OpenDocument,
                           line: int) -> list[lsp.CodeAction]:
     result = doc.result
-    if result is None or result.program is None or result.errors or doc.stamp is None or \
-            doc.stamp[0] != doc.version:
+    if result is None or result.errors or doc.stamp is None or doc.stamp[0] != doc.version:
         return []  # rewrite only kernels that verify: a tactic's output must verify too
-    kernel = next((k for k in result.program.kernels
+    program = await ls.program(result)
+    if program is None:
+        return []
+    kernel = next((k for k in program.kernels
                    if k.span.start.line <= line <= k.span.end.line), None)
     if kernel is None:
         return []

@@ -76,7 +76,8 @@ async def run_apply_tactic(ls: CakeLanguageServer, args: list[Any]) -> dict[str,
         raise JsonRpcInvalidParams(f"unknown tactic {spec['tactic']!r}; known: "
                                    + ", ".join(sorted(tactics)))
     doc, result = await ls.current(spec["uri"])
-    kernels = result.program.kernels if result.program is not None else []
+    program = await ls.program(result)
+    kernels = program.kernels if program is not None else []
     kernel = next((k for k in kernels if spec.get("kernel") in (None, k.name)), None)
     if kernel is None:
         raise JsonRpcException("no kernel to rewrite (does the file check?)",
@@ -107,7 +108,8 @@ async def _list_tactics(ls: CakeLanguageServer, spec: dict[str, Any]) -> dict[st
     """`cake.applyTactic {uri}` without a tactic: the tactics that apply, with why and the
     parameter sets worth trying (what a client offers in a picker)."""
     doc, result = await ls.current(spec["uri"])
-    kernels = result.program.kernels if result.program is not None else []
+    program = await ls.program(result)
+    kernels = program.kernels if program is not None else []
 
     def work() -> list[dict[str, Any]]:
         out = []

@@ -50,7 +50,7 @@ async def _off_loop(ls: CakeLanguageServer, fn: Callable[[], Any]) -> Any:
 
 
 def _not_checked(result: CheckResult) -> dict[str, Any] | None:
-    if result.program is None or result.errors:
+    if not result.has_program or result.errors:
         return {"ok": False, "diagnostics": to_json_obj(result.diagnostics,
                                                         {result.source.path: result.source}),
                 "markdown": "The document has errors; fix them first."}
