@@ -48,7 +48,8 @@ class EvolveConfig:
     model_backoff_s: float = 2.0
     """First wait after a transient model error (doubling, with jitter)."""
     policy: str = "evolve"
-    """Offline policy: `evolve` (cost-model guided) or `random` (the baseline in bench/)."""
+    """Offline policy: `evolve` (cost-model guided), `greedy` (the same without lookahead:
+    one tactic move per candidate) or `random` (the baseline in bench/)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

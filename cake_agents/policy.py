@@ -11,8 +11,18 @@ no GPU).  One generation:
    taken from that parent and move classes the failure memory has seen fail repeatedly;
 3. preview: each mutation is applied, checked and priced by the cost model (milliseconds,
    no simulation); children identical to known kernels (content hash) are dropped;
-4. selection: the best predicted children, plus one drawn at random from the rest for
-   diversity, go to the coder; only those pay for the evaluation gates.
+4. lookahead: while the best child beats every kernel evaluated so far (the search is
+   climbing), a small beam search goes on from the best children in preview space (moves
+   applied to kernels that were only previewed, never evaluated), a few moves deep.  When
+   the best kernel it reaches is predicted clearly better than every single move, the
+   whole sequence becomes one candidate (a `chain` move): a de-tuned kernel usually needs
+   several independent fixes (more stages, a wider tile, ...), and an evaluation
+   (simulation, compilation, a GPU run) costs far more than a preview;
+5. selection: the chain, if any, and the best predicted single move (with a chain, its
+   hedge: if the simulator rejects the chain, one step still lands), then more of the
+   best single moves and one drawn at random from the rest for diversity, up to the
+   batch size, go to the coder; only those pay for the evaluation gates.  (With the
+   default batch of two, a generation that has a chain draws nothing at random.)
 
 `RandomPolicy` is the baseline `bench/agent_search.py` compares against: a random parent
 and a random untried move, no preview, no memory.
@@ -39,6 +49,17 @@ PREVIEW_BUDGET = 32
 across generations)."""
 BLOCK_AFTER = 2
 """A move class whose moves made this many failing kernels is no longer proposed."""
+LOOKAHEAD_DEPTH = 5
+"""Moves in the longest chain the lookahead builds (the first one included)."""
+LOOKAHEAD_BEAM = 2
+"""Kernels the lookahead keeps at each depth (distinct predicted times)."""
+LOOKAHEAD_BUDGET = 160
+"""Previews per generation for the lookahead, on top of PREVIEW_BUDGET."""
+CHAIN_GAIN = 0.02
+"""A chain is proposed only when its prediction beats the best single move by this
+fraction: each extra move is one more way for the simulator to reject the kernel."""
+CHAIN = "chain"
+"""The move that applies a sequence of tactic moves (`params["steps"]`) one after another."""
 
 #: Which tactics address which bottleneck (the cost model's largest category).
 RELEVANT: dict[str, tuple[str, ...]] = {
@@ -60,8 +81,21 @@ class Move:
         return f"{self.tactic}{json.dumps(self.params, sort_keys=True)}"
 
     @property
+    def steps(self) -> list[Move]:
+        """The moves a chain applies in order; a plain move is its own only step."""
+        if self.tactic != CHAIN:
+            return [self]
+        return [Move(str(st.get("tactic", "")), dict(st.get("params", {})))
+                for st in self.params.get("steps", [])]
+
+    @property
     def move_class(self) -> str:
-        """The move with its numbers abstracted: `tile-size(name=BN)`, `stages`."""
+        """The move with its numbers abstracted: `tile-size(name=BN)`, `stages`.  A chain's
+        class joins its steps' (`stages+tile-size(name=BN)`): when the simulator rejects a
+        chain, which step broke it is unknown, so the blame does not go to any one step
+        (the single-move hedge proposed with it tells them apart)."""
+        if self.tactic == CHAIN:
+            return "+".join(m.move_class for m in self.steps)
         names = [f"{k}={v}" for k, v in sorted(self.params.items()) if isinstance(v, str)]
         return f"{self.tactic}({','.join(names)})" if names else self.tactic
 
@@ -78,6 +112,18 @@ class Preview:
     smem: int = 0
     """Shared memory per block: among children predicted equal, the one that frees
     resources is preferred (it makes room for moves the limits refused before)."""
+    path: tuple[Preview, ...] = ()
+    """For a lookahead result: the previews from the evaluated parent to this kernel, in
+    order.  `parent` is then the kernel just before this one, which was only previewed;
+    the evaluated parent is `path[0].parent`."""
+
+    @property
+    def chain(self) -> Move:
+        """The move that rebuilds this kernel from the evaluated parent."""
+        if len(self.path) < 2:
+            return self.move
+        return Move(CHAIN, {"steps": [{"tactic": p.move.tactic, "params": p.move.params}
+                                      for p in self.path]})
 
 
 class Policy(Protocol):
@@ -125,6 +171,10 @@ class TacticLab:
         self._parsed: dict[str, Any] = {}
         self._moves: dict[str, list[Move]] = {}
         self._previews: dict[tuple[str, str], Preview | None] = {}
+        self.preview_calls = 0
+        """Previews asked for (cached or not): what a policy spent on the cost model."""
+        self.previews_computed = 0
+        """Previews actually computed (the rest came from the cache)."""
 
     def parsed(self, text: str) -> tuple[Any, Any] | None:
         h = content_hash(text)
@@ -163,9 +213,19 @@ class TacticLab:
         return self._moves[h]
 
     def apply(self, text: str, move: Move) -> tuple[str, str] | None:
-        """(child text, rationale), or None when the tactic declines."""
+        """(child text, rationale), or None when the tactic declines (for a chain: when
+        any of its steps does)."""
         from cake_core.diagnostics.model import apply_edits
 
+        if move.tactic == CHAIN and CHAIN not in self.tactics:
+            whys = []
+            for step in move.steps:
+                got_step = self.apply(text, step) if step.tactic != CHAIN else None
+                if got_step is None:
+                    return None
+                text, why = got_step
+                whys.append(why)
+            return (text, "; ".join(whys)) if whys else None
         got = self.parsed(text)
         tactic = self.tactics.get(move.tactic)
         if got is None or tactic is None:
@@ -182,8 +242,10 @@ class TacticLab:
     def preview(self, parent_hash: str, text: str, move: Move, shapes: list[ShapeSpec]
                 ) -> Preview | None:
         key = (parent_hash, move.key)
+        self.preview_calls += 1
         if key in self._previews:
             return self._previews[key]
+        self.previews_computed += 1
         result = None
         applied = self.apply(text, move)
         if applied is not None:
@@ -231,6 +293,28 @@ def _admits(kernel: Any, dims: dict[str, int]) -> bool:
     return True
 
 
+def _distinct(ranked: Sequence[Preview], width: int = LOOKAHEAD_BEAM) -> list[Preview]:
+    """The first `width` previews with distinct predicted times: neutral variants of one
+    kernel (a swizzle the model does not price) would otherwise fill the whole beam."""
+    out: list[Preview] = []
+    niches: set[tuple[tuple[str, str], ...]] = set()
+    for p in ranked:
+        key = tuple(sorted((k, f"{v:.6g}") for k, v in p.times.items()))
+        if key in niches:
+            continue
+        niches.add(key)
+        out.append(p)
+        if len(out) >= width:
+            break
+    return out
+
+
+def _score_of(state: EvolveState, h: str, bucket: str | None) -> float:
+    e = state.population.get(h, {})
+    s = e.get("bucket_scores", {}).get(bucket) if bucket else e.get("score")
+    return s if s is not None else -math.inf
+
+
 def parent_order(ctx: AgentContext, state: EvolveState, bucket: str | None,
                  rng: random.Random) -> list[str]:
     """The best elite member first, then the others shuffled (a cheap tournament)."""
@@ -239,9 +323,7 @@ def parent_order(ctx: AgentContext, state: EvolveState, bucket: str | None,
         return []
 
     def key(h: str) -> tuple[float, int]:
-        e = state.population[h]
-        s = (e.get("bucket_scores", {}).get(bucket) if bucket else e.get("score"))
-        return (-(s if s is not None else -math.inf), e.get("seq", 0))
+        return (-_score_of(state, h, bucket), state.population[h].get("seq", 0))
 
     ranked = sorted(elite, key=key)
     rest = ranked[1:]
@@ -252,8 +334,10 @@ def parent_order(ctx: AgentContext, state: EvolveState, bucket: str | None,
 class EvolvePolicy:
     name = "evolve"
 
-    def __init__(self, lab: TacticLab) -> None:
+    def __init__(self, lab: TacticLab, lookahead: int = LOOKAHEAD_DEPTH) -> None:
         self.lab = lab
+        self.lookahead = lookahead
+        """Moves in the longest chain (1: single moves only, the search without lookahead)."""
         self.last_skipped: dict[str, int] = {}
         """Moves the last proposal found useless (declined, duplicate, uncovered shapes):
         the planner marks them tried so they are not previewed again."""
@@ -293,10 +377,23 @@ class EvolvePolicy:
                 pool.append((round(s, 9), p.smem, 0 if move.tactic in relevant else 1,
                              p.hash, p))
         pool.sort(key=lambda x: (-x[0], x[1], x[2], x[3]))
+        chain = None
+        best_known = max((_score_of(state, h, bucket) for h in state.elite
+                          if h in state.population), default=-math.inf)
+        if pool and pool[0][0] > best_known:
+            # still climbing: the best single move beats every kernel evaluated so far, so
+            # the moves after it are worth a look.  At a local optimum of the cost model
+            # the lookahead is skipped, and the search goes on one move at a time.
+            chain = self.lookahead_chain(ctx, [p for *_, p in pool], known, blocked, shapes)
         chosen: list[Preview] = []
         seen: set[str] = set()
+        exploit = max(1, n - 1)
+        if chain is not None:
+            chosen.append(chain)
+            seen.add(chain.hash)
+            exploit = max(exploit, 2)  # the chain and its hedge, the best single move
         for *_, h, p in pool:
-            if len(chosen) >= max(1, n - 1):
+            if len(chosen) >= min(n, exploit):
                 break
             if h not in seen:
                 chosen.append(p)
@@ -313,10 +410,66 @@ class EvolvePolicy:
                 chosen.append(p)
                 seen.add(h)
         self.last_skipped = skipped
-        return [{"parent": p.parent, "tactic": p.move.tactic, "params": p.move.params,
-                 "move": p.move.key, "move_class": p.move.move_class,
-                 "predicted": target_score(ctx, p.times, shapes), "hash": p.hash,
-                 "rationale": p.rationale} for p in chosen]
+        out = []
+        for p in chosen:
+            move = p.chain
+            out.append({"parent": p.path[0].parent if p.path else p.parent,
+                        "tactic": move.tactic, "params": move.params, "move": move.key,
+                        "move_class": move.move_class,
+                        "predicted": target_score(ctx, p.times, shapes), "hash": p.hash,
+                        "rationale": (f"{len(p.path)} moves: " if len(p.path) > 1 else "")
+                        + "; ".join(q.rationale for q in (p.path or (p,)))})
+        return out
+
+    def lookahead_chain(self, ctx: AgentContext, ranked: list[Preview], known: set[str],
+                        blocked: set[str], shapes: list[ShapeSpec]) -> Preview | None:
+        """The best kernel a short beam search reaches beyond the single moves, as a
+        preview whose `path` holds the moves from the evaluated parent; None when it
+        does not beat the best single move by CHAIN_GAIN.
+
+        The beam starts from the best single moves (distinct predicted times) and keeps,
+        at each depth, the best children predicted better than everything seen before:
+        a chain improves with every step after its first, so a kernel at a local optimum
+        of the cost model costs one level of previews, not the whole budget.  Each kernel
+        is a step once: one already known, or reached by a shorter path, is skipped.
+        """
+        if self.lookahead < 2 or not ranked:
+            return None
+        first = target_score(ctx, ranked[0].times, shapes)
+        if first is None:
+            return None
+        seen = set(known) | {p.hash for p in ranked}
+        beam = _distinct(ranked)
+        budget = LOOKAHEAD_BUDGET
+        best_score, best = first, None
+        for _depth in range(2, self.lookahead + 1):
+            children: list[tuple[float, int, str, Preview]] = []
+            for node in beam:
+                path = node.path or (node,)
+                for move in self.lab.moves(node.text):
+                    if move.move_class in blocked:
+                        continue
+                    if budget <= 0:  # counted cached or not, as the single moves are
+                        break
+                    budget -= 1
+                    p = self.lab.preview(node.hash, node.text, move, ctx.info.shapes)
+                    if p is None or p.hash in seen:
+                        continue
+                    seen.add(p.hash)
+                    s = target_score(ctx, p.times, shapes)
+                    if s is None or round(s, 9) <= round(best_score, 9):
+                        continue
+                    child = Preview(p.move, p.parent, p.text, p.hash, p.rationale, p.times,
+                                    p.admitted, p.smem, (*path, p))
+                    children.append((round(s, 9), p.smem, p.hash, child))
+            if not children:
+                break
+            children.sort(key=lambda c: (-c[0], c[1], c[2]))
+            best_score, best = children[0][0], children[0][3]
+            beam = _distinct([c[3] for c in children])
+        if best is None or best_score <= first * (1 + CHAIN_GAIN):
+            return None
+        return best
 
     def suggestions(self, ctx: AgentContext, state: EvolveState, parent: str,
                     bucket: str | None, k: int = 3) -> list[dict[str, Any]]:
@@ -371,6 +524,10 @@ class RandomPolicy:
 
 
 def make_policy(name: str, lab: TacticLab) -> Policy:
+    """`random`: the baseline; `greedy`: the evolutionary search without lookahead (one
+    move per candidate, for comparison); anything else: the offline policy."""
     if name == "random":
         return RandomPolicy(lab)
+    if name == "greedy":
+        return EvolvePolicy(lab, lookahead=1)
     return EvolvePolicy(lab)

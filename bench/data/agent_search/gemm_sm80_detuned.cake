@@ -1,24 +1,26 @@
-# A de-tuned copy of examples/gemm_sm80.cake, the starting point of bench/agent_search.py:
-# 64x64 block tiles (32x32 per warp) and a 2-stage ring that hides no latency.  It verifies
-# and computes the right result, and the cost model predicts it far slower than the tuned
-# kernel.  Many single moves look good to the model but break the warp tiling (the
-# simulator rejects them), so a search has to learn which moves to stop proposing.
+# A de-tuned copy of examples/gemm_sm80.cake, the first starting point of
+# bench/agent_search.py: a first draft that works but leaves every knob low.  32x32 block
+# tiles (16x16 per warp: each byte loaded feeds few MMAs) and a 2-stage ring that hides no
+# memory latency.  The warp tile follows the block tile, so each tile constant can be
+# retuned on its own.  Getting close to the best kernel the tactics reach takes four moves
+# that each matter on their own (more stages; BM and BN doubled, then one of them doubled
+# again), and some tempting moves stop paying later (BK = 64 gains 40% here, and costs a
+# third once the tiles have grown and the ring is 4 deep).
 """C = A @ B.T on sm_80 (A100): cp.async multistage pipeline + ldmatrix + mma.sync.
 
 A (M, K) and B (N, K) are both K-major, as in a linear layer (y = x @ W.T); C is (M, N).
 f16 inputs, f32 accumulation, f16 output.
 
 Design:
-- 128x128x32 block tile, 4 warps in a 2x2 grid, each warp owns a 64x64 slab of C
-  (128 f32 accumulator registers per thread: the usual Ampere sweet spot).
-- A 3-stage cp.async ring: while the tensor cores work on tile k, tiles k+1 and k+2 are
-  in flight.  3 x (128x32 + 128x32) x 2 B = 48 KB of shared memory.
+- BM x BN x BK block tile, 4 warps in a 2x2 grid, each warp owns a (BM/2)x(BN/2) slab of C.
+- A STAGES-deep cp.async ring: while the tensor cores work on tile k, the next
+  STAGES - 1 tiles are in flight.
 - 32 f16 = 64 B per smem row, so swizzle(64) spreads the 8 rows an ldmatrix phase
   reads over all 32 banks.
 """
 
-BM, BN, BK = 64, 64, 32
-WM, WN = 32, 32
+BM, BN, BK = 32, 32, 32
+WM, WN = BM // 2, BN // 2   # the 2x2 warp grid splits the block tile
 STAGES = 2
 
 M = dim("M")
@@ -67,6 +69,6 @@ def gemm_sm80(A: Tensor[f16, (M, K)], B: Tensor[f16, (N, K)], C: Tensor[f16, (M,
     # Nothing may be left writing shared memory when the block exits.
     cp_async_wait(0)
 
-    # Epilogue: each warp writes its own 64x64 tile; edges of C are clipped.
+    # Epilogue: each warp writes its own WM x WN tile; edges of C are clipped.
     store(C.tile((WM, WN), (block.x * (BM // WM) + wm, block.y * (BN // WN) + wn)),
           cast(acc, f16))
