@@ -26,11 +26,11 @@ How a check walks the module, statement by statement, in the order the builder d
 Exactness rests on the parser's rule that a statement's AST is a function of its own
 lines (`cake_core/syntax/reuse.py` rests on the same rule).  It holds for a clean parse;
 after a syntax error the parser repairs the text before converting it, so there a reused
-kernel must also have the same AST as the one it was built from, node for node.  Two
-couplings between kernels in the builder are reproduced exactly: a kernel whose pipeline
-names an undeclared role drops earlier findings about that pipeline's roles (see
-`KernelBuilder._check_pipelines`), and a global whose name looks like an unnamed temporary
-may be renamed by a kernel that binds it (no reuse at all then: the builder mutates it).
+kernel must also have the same AST as the one it was built from, node for node.  It also
+rests on the builder keeping kernels apart: a kernel's findings are its own (it retracts
+only its own findings, see `KernelBuilder._check_pipelines`) and it never changes a
+global's `Value` (only its own unnamed op results are named in place), so a kernel's
+findings and IR are the same whatever kernels stand above it.
 """
 
 from __future__ import annotations
@@ -40,24 +40,20 @@ import dataclasses
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from cake_core.diagnostics import codes
-from cake_core.diagnostics.model import Diagnostic, Fix, Related, TextEdit
+from cake_core.diagnostics.model import Diagnostic
 from cake_core.ir.builder import ProgramBuilder
-from cake_core.ir.expressions import _is_temporary
 from cake_core.ir.kernel import Kernel, Program, Value
-from cake_core.ir.types import TupleType
 from cake_core.primitives.registry import Registry
+from cake_core.shift import LineShift, spans_of
 from cake_core.syntax import ast
-from cake_core.syntax.source import Position, SourceFile, Span
+from cake_core.syntax.source import SourceFile, Span
 from cake_core.verify.cache import Ready
 
 __all__ = ["Build", "KernelChecks", "KernelRef", "Ready"]
-
-_PIPELINE_ECHO = codes.BAD_ROLE.code
-"""Findings with this code and `data["pipeline"]` may be dropped by a later kernel."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -72,11 +68,9 @@ class _Prelude:
     stmt: ast.Stmt | None
     regions: tuple[tuple[int, int], ...]
     """Byte ranges of the lines of every statement so far, in order: fixed places."""
-    hazard: bool
-    """A global's name looks like an unnamed temporary, which a kernel may rename."""
 
 
-_ROOT = _Prelude(b"", {}, {}, (), None, (), False)
+_ROOT = _Prelude(b"", {}, {}, (), None, ())
 
 
 @dataclass(slots=True, eq=False)
@@ -95,8 +89,6 @@ class _Entry:
     diagnostics: tuple[Diagnostic, ...]
     movable: bool
     """Every range its findings mention lies in its lines or in the prelude."""
-    purges: dict[str, bool]
-    """Pipeline names tried: whether it drops earlier findings about that pipeline."""
 
 
 class KernelRef:
@@ -196,10 +188,8 @@ class _Run:
         self.registry = registry
         self.arch = arch
         self.clean = clean
-        self.parts: list[list[Diagnostic]] = []
-        """The builder's findings, statement by statement, in its order."""
-        self.echoes: list[Diagnostic] = []
-        """Findings so far that a later kernel may drop (see `_PIPELINE_ECHO`)."""
+        self.diagnostics: list[Diagnostic] = []
+        """The builder's findings so far, in its order."""
 
     def walk(self) -> Build:
         state = _ROOT
@@ -213,8 +203,8 @@ class _Run:
                     refs.append(ref)
             else:
                 state = self.statement(stmt, state)
-                self.add_part(list(state.diagnostics))
-        diagnostics = [d for part in self.parts for d in part]
+                self.diagnostics.extend(state.diagnostics)
+        diagnostics = self.diagnostics
         # the end of `ProgramBuilder.build`: constants and dims, and CK010 for no kernel
         pb = self.builder(state, list(diagnostics))
         pb.build(ast.Module(self.module.span, ()))
@@ -243,8 +233,7 @@ class _Run:
         if diags and diags[-1].code == codes.NO_KERNEL.code:
             diags.pop()  # the one-statement module has no kernel; the real one may
         state = _Prelude(digest, pb.globals, pb.program.constant_spans, tuple(diags), stmt,
-                         (*prev.regions, (lo, hi)),
-                         prev.hazard or any(_renameable(v) for v in pb.globals.values()))
+                         (*prev.regions, (lo, hi)))
         cache._preludes[digest] = state
         return state
 
@@ -255,43 +244,29 @@ class _Run:
         text = self.source.data[lo:hi]
         key = (hashlib.blake2b(text, digest_size=16).digest(), state.digest)
         line = fn.span.start.line
-        names = {str(d.data["pipeline"]) for d in self.echoes}
         entry = cache._entries.get(key)
-        if entry is not None and not state.hazard and self.usable(entry, fn, lo, line, names):
+        if entry is not None and self.usable(entry, fn, lo, line):
             cache._entries.move_to_end(key)
             cache.hits += 1
-            moved = Moved(entry.lo, entry.hi, lo - entry.lo, line - entry.line)
-            self.drop_echoes({n for n in names if entry.purges[n]})
-            self.add_part([moved.diagnostic(d) for d in entry.diagnostics])
+            moved = LineShift(lo - entry.lo, line - entry.line, (entry.lo, entry.hi))
+            self.diagnostics.extend(moved.diagnostic(d) for d in entry.diagnostics)
             # the IR is reused where it stands, built on this very prelude state
             same = moved.still and entry.prelude is state
             return KernelRef(fn, state, entry.kernel if same else None,
                              entry.kernel is not None, self.rebuild)
         cache.misses += 1
-        seeds = list(self.echoes)
-        pb = self.builder(state, list(seeds))
+        pb = self.builder(state, [])
         pb.build(ast.Module(fn.span, (fn,)))
         kernel = pb.program.kernels[0] if pb.program.kernels else None
-        kept = {id(d) for d in pb.diags}
-        dropped = {id(d) for d in seeds if id(d) not in kept}
-        purges = {n: any(id(d) in dropped for d in seeds if d.data["pipeline"] == n)
-                  for n in names}
-        seed_ids = {id(d) for d in seeds}
-        own = tuple(d for d in pb.diags if id(d) not in seed_ids)
-        if dropped:
-            self.drop_echoes({n for n, p in purges.items() if p})
-        self.add_part(list(own))
-        if not state.hazard:
-            movable = all((lo <= s.start.offset and s.end.offset <= hi)
-                          or _within(state.regions, s) for d in own for s in _spans(d))
-            cache._entries[key] = _Entry(fn, self.clean, state, lo, hi, line, kernel, own,
-                                         movable, purges)
+        own = tuple(pb.diags)
+        self.diagnostics.extend(own)
+        movable = all((lo <= s.start.offset and s.end.offset <= hi)
+                      or _within(state.regions, s) for d in own for s in spans_of(d))
+        cache._entries[key] = _Entry(fn, self.clean, state, lo, hi, line, kernel, own,
+                                     movable)
         return KernelRef(fn, state, kernel, kernel is not None, self.rebuild)
 
-    def usable(self, entry: _Entry, fn: ast.FunctionDef, lo: int, line: int,
-               names: set[str]) -> bool:
-        if not names <= entry.purges.keys():
-            return False  # its effect on earlier findings about these pipelines is unknown
+    def usable(self, entry: _Entry, fn: ast.FunctionDef, lo: int, line: int) -> bool:
         if not entry.movable and (lo, line) != (entry.lo, entry.line):
             return False
         if self.clean and entry.clean:
@@ -310,50 +285,6 @@ class _Run:
         pb.globals = dict(state.globals)
         pb.diags = diags
         return pb
-
-    def add_part(self, diags: list[Diagnostic]) -> None:
-        self.parts.append(diags)
-        self.echoes.extend(d for d in diags if _is_echo(d))
-
-    def drop_echoes(self, names: set[str]) -> None:
-        if not names:
-            return
-        def keep(d: Diagnostic) -> bool:
-            return not (_is_echo(d) and d.data["pipeline"] in names)
-        self.parts = [[d for d in part if keep(d)] for part in self.parts]
-        self.echoes = [d for d in self.echoes if keep(d)]
-
-
-@dataclass(frozen=True, slots=True)
-class Moved:
-    """Moves the ranges inside a kernel's old lines [lo, hi] by whole lines."""
-
-    lo: int
-    hi: int
-    offset: int
-    lines: int
-
-    @property
-    def still(self) -> bool:
-        return self.offset == 0 and self.lines == 0
-
-    def position(self, p: Position) -> Position:
-        return Position(p.offset + self.offset, p.line + self.lines, p.col_byte, p.col_utf16)
-
-    def span(self, s: Span) -> Span:
-        if not self.lo <= s.start.offset <= self.hi:
-            return s  # in the prelude, which did not move
-        return Span(self.position(s.start), self.position(s.end))
-
-    def diagnostic(self, d: Diagnostic) -> Diagnostic:
-        if self.still:
-            return d
-        return replace(
-            d, span=self.span(d.span),
-            related=tuple(Related(self.span(r.span), r.message, r.path) for r in d.related),
-            fixes=tuple(Fix(f.title, tuple(TextEdit(self.span(e.span), e.new_text)
-                                           for e in f.edits), f.applicability)
-                        for f in d.fixes))
 
 
 def same_shifted(old: ast.Node, new: ast.Node, offset: int, lines: int) -> bool:
@@ -420,30 +351,9 @@ def _lines(source: SourceFile, span: Span) -> tuple[int, int]:
     return lo, len(data) if nl < 0 else nl + 1
 
 
-def _spans(d: Diagnostic) -> Iterator[Span]:
-    yield d.span
-    for r in d.related:
-        yield r.span
-    for f in d.fixes:
-        for e in f.edits:
-            yield e.span
-
-
 def _within(regions: tuple[tuple[int, int], ...], s: Span) -> bool:
     i = bisect.bisect_right(regions, (s.start.offset, 1 << 62)) - 1
     return i >= 0 and regions[i][0] <= s.start.offset and s.end.offset <= regions[i][1]
-
-
-def _is_echo(d: Diagnostic) -> bool:
-    return d.code == _PIPELINE_ECHO and "pipeline" in d.data
-
-
-def _renameable(v: Value) -> bool:
-    """Whether binding `v` in a kernel renames it in place (`Evaluator.bind`)."""
-    if _is_temporary(v):
-        return True
-    return isinstance(v.type, TupleType) and isinstance(v.const, tuple) and any(
-        isinstance(e, Value) and _renameable(e) for e in v.const)
 
 
 def _trim(store: OrderedDict, limit: int) -> None:

@@ -135,26 +135,39 @@ def test_an_edit_above_a_kernel_in_the_prelude_rebuilds_what_follows() -> None:
     s.check(DOCUMENT.replace("LAST = BM * 2", "LAST = BM * 2\nSTAGES = 9"), program=True)
 
 
-def test_a_kernel_dropping_earlier_findings_about_its_pipeline_is_reproduced() -> None:
-    # The builder lets a kernel whose pipeline names an undeclared role drop the earlier
-    # findings of other kernels about a pipeline of the same name.
+def test_kernels_with_pipelines_of_one_name_are_reused_apart() -> None:
+    # A kernel whose pipeline names an undeclared role retracts only its own findings
+    # about that pipeline, never another kernel's: editing one leaves the other reused.
     wrong_role = kernel("a").replace("s = ab.wait()", "s = ab.acquire()", 1)
     undeclared = kernel("b").replace('producer="load"', 'producer="loader"')
     text = HEADER + wrong_role + "\n" + undeclared
     s = Session(text)
+    cache = s.doc.kernels
     for variant in (text.replace('"loader"', '"load"'), text,
                     text.replace('"loader"', '"lodr"'), text.replace("def b(", "def bb("),
                     "\n" + text, text):
-        s.check(variant)
+        misses = cache.misses
+        result = s.check(variant)
+        assert sum(d.code == "CK112" and "'mma'" in d.message
+                   for d in result.diagnostics) == 1  # kernel a's finding, always there
+        if variant.startswith(HEADER):  # the prelude did not move: kernel a is reused
+            assert cache.misses <= misses + 1
 
 
-def test_a_global_named_like_a_temporary_disables_reuse() -> None:
-    # `y = _t1` in a kernel renames the global `_t1` in place; nothing may be reused then.
+def test_a_global_named_like_a_temporary_is_reused_like_any_other() -> None:
+    # `y = _t1` in a kernel binds the global `_t1` without renaming it, so kernels
+    # that read it are reused like the others.
     text = HEADER + "_t1 = 4\n" + kernel("a").replace(
         "    sa = smem(", "    y = _t1\n    sa = smem(") + "\n" + kernel("b")
     s = Session(text)
-    s.check("\n" + text, program=True)
+    cache = s.doc.kernels
+    hits = cache.hits
     s.check(text.replace("def b(", "def c("), program=True)
+    assert cache.hits == hits + 1  # kernel a
+    moved = text.replace("\n" + kernel("b"), "\n\n# b moved down\n" + kernel("b"))
+    assert moved != text
+    s.check(moved, program=True)
+    assert cache.hits == hits + 3  # both: a unchanged, b moved
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)

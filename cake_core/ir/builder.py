@@ -150,7 +150,11 @@ class KernelBuilder:
         self.arch: ArchSpec | None = None
         self.pipelines: dict[str, Span] = {}
         self.tried_roles: set[str] = set()  # role names declared, even if the role was bad
-        self.used: set[int] = set()
+        self.used: dict[int, Value] = {}
+        """Values read so far, by identity.  The dict holds them: an id alone would outlive
+        a value that died (a discarded temporary) and then stand for a new one."""
+        self.first_diag = len(pb.diags)
+        """Where this kernel's findings start in the program's list (see `_check_pipelines`)."""
         self.defs: dict[str, tuple[Value, ast.Stmt]] = {}
         self.ev = expressions.Evaluator(pb, kernel=self)
 
@@ -452,8 +456,10 @@ class KernelBuilder:
             for r in (v.type.producer, *v.type.consumers):
                 if r not in k.roles and r not in self.tried_roles:  # tried: already reported
                     # role checks of this pipeline's ops compared against a role that does
-                    # not exist: they echo this finding
-                    self.diags[:] = [d for d in self.diags if not (
+                    # not exist: they echo this finding.  Only this kernel's own findings:
+                    # another kernel's pipeline of the same name is another pipeline.
+                    first = self.first_diag
+                    self.diags[first:] = [d for d in self.diags[first:] if not (
                         d.code == codes.BAD_ROLE.code and d.data.get("pipeline") == name)]
                     hit = difflib.get_close_matches(r, list(k.roles), 1)
                     at = self._role_name_span(v, r) or span
@@ -501,14 +507,14 @@ class KernelBuilder:
 
     def note_use(self, v: Value) -> None:
         used = self.used
-        used.add(id(v))
+        used[id(v)] = v
         const = v.const
         if const is None:  # most values: nothing inside them to mark
             return
         if isinstance(const, tuple) and isinstance(v.type, TupleType):
             for e in const:
                 if isinstance(e, Value):
-                    used.add(id(e))
+                    used[id(e)] = e
         elif isinstance(const, ViewOrigin):
             self.note_use(const.base)
 

@@ -45,6 +45,7 @@ from cake_core.ir.types import (
     TensorType,
     TileType,
     TupleType,
+    Type,
 )
 from cake_core.ir.values import (
     Predicate,
@@ -77,6 +78,9 @@ class Evaluator(BuilderForms):
         self.k = kernel
         self.diags = pb.diags
         self._tmp = 0
+        self._unnamed: dict[int, Value] = {}
+        """This kernel's op results not yet bound to a name, by identity (see `bind`).  By
+        provenance, not by name: a user's global may well be called `_t1`."""
         self._stage_mismatches: set[tuple[str, str]] = set()
         self._arch_reported: dict[str, Diagnostic] = {}  # primitive -> its CK108
         self._index_vars: dict[tuple[str, str], S.Var] = {}  # see _index_var
@@ -117,7 +121,7 @@ class Evaluator(BuilderForms):
             v = value
             if v.name == target.id:
                 pass  # e.g. an op's result, already named for its target
-            elif _is_temporary(v):
+            elif self._unnamed.pop(id(v), None) is v:
                 v.name = target.id  # `x = a + b`: the op's result is `x`, not a copy of it
             elif not isinstance(v.type, TupleType):
                 v = Value(target.id, value.type, target.span, value.sym, value.const)
@@ -164,7 +168,7 @@ class Evaluator(BuilderForms):
             if k is not None:
                 v = k.scope.get(name)
                 if v is not None:
-                    k.used.add(id(v))  # `KernelBuilder.note_use`, inlined ...
+                    k.used[id(v)] = v  # `KernelBuilder.note_use`, inlined ...
                     if isinstance(v.const, _HOLDS_VALUES):
                         k.note_use(v)  # ... unless the value holds others
                     return v
@@ -410,7 +414,7 @@ class Evaluator(BuilderForms):
             elif space == "thread":
                 hi = S.Const(k.threads)
             elif space == "warpgroup" and attr == "id":
-                hi = S.Const(max(1, k.warps // 4))
+                hi = S.Const(max(1, -(-k.warps // 4)))  # a last, partial warpgroup counts
         return S.Var(f"{space}.{attr}", S.Const(0), hi)
 
     def _subscript(self, e: ast.Subscript, targets: tuple[str, ...] = ()) -> Value:
@@ -612,27 +616,30 @@ class Evaluator(BuilderForms):
             return error_value(span)
         used = k.used
         for v in values.values():
-            used.add(id(v))  # `KernelBuilder.note_use`, inlined ...
+            used[id(v)] = v  # `KernelBuilder.note_use`, inlined ...
             if isinstance(v.const, _HOLDS_VALUES):
                 k.note_use(v)  # ... unless the value holds others
         if isinstance(result, TupleType):
             names = targets if len(targets) == len(result.elts) else ()
-            results = tuple(Value(names[i] if names else self._tmpname(), t, span)
+            results = tuple(Value(names[i], t, span) if names else self._temporary(t, span)
                             for i, t in enumerate(result.elts))
             out = Value("tuple", result, span, None, results)
         else:
             if isinstance(result, NoneType):
                 results, out = (), Value("None", result, span)
             else:
-                name = targets[0] if len(targets) == 1 and targets[0] else self._tmpname()
-                out = Value(name, result, span)
+                out = Value(targets[0], result, span) if len(targets) == 1 and targets[0] \
+                    else self._temporary(result, span)
                 results = (out,)
         k.new_op(Op(prim, values, results, span, spans))
         return out
 
-    def _tmpname(self) -> str:
+    def _temporary(self, ty: Type, span: Span) -> Value:
+        """An op result without a target name: `bind` names it in place later."""
         self._tmp += 1
-        return f"_t{self._tmp}"
+        v = Value(f"_t{self._tmp}", ty, span)
+        self._unnamed[id(v)] = v
+        return v
 
 
 #: The builder forms by the name they are called with (`_form_cdiv` handles `cdiv(...)`),
@@ -675,11 +682,6 @@ _PYTHON_EQUIVALENTS = {"sum": "row_sum", "argmin": "row_argmin", "argmax": "row_
 #: Python's built-in functions (print, len, eval, exec, __import__, ...): calling one
 #: means the text was written as a Python program, which is worth saying.
 _PYTHON_BUILTINS = frozenset(n for n, v in vars(builtins).items() if callable(v))
-
-
-def _is_temporary(v: Value) -> bool:
-    """An op result not yet bound to a name (see `Evaluator._tmpname`)."""
-    return v.name.startswith("_t") and v.name[2:].isdigit()
 
 
 def _names_in(t: ast.Expr) -> list[str]:

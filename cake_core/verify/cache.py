@@ -16,13 +16,13 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Protocol
 
-from cake_core.diagnostics.model import Diagnostic, Fix, Related, TextEdit
+from cake_core.diagnostics.model import Diagnostic
 from cake_core.ir.kernel import Kernel, Program
+from cake_core.shift import LineShift, spans_of
 from cake_core.syntax import ast
-from cake_core.syntax.source import Position, SourceFile, Span
+from cake_core.syntax.source import SourceFile, Span
 
 #: Kernels remembered per plugin set (a 2,000-line file holds about a hundred).
 LIMIT = 2048
@@ -84,7 +84,7 @@ class KernelVerdicts:
                 self._store.move_to_end(key)
                 self.hits += 1
                 old_offset, old_line, diags = hit
-                shift = _Shift(start.offset - old_offset, start.line - old_line)
+                shift = LineShift(start.offset - old_offset, start.line - old_line)
                 out.extend(shift.diagnostic(d) for d in diags)
                 continue
             self.misses += 1
@@ -93,7 +93,7 @@ class KernelVerdicts:
                              program.constant_spans)
             diags = verify(single, source)
             out.extend(diags)
-            if all(_inside(s, k) for d in diags for s in _spans(d)):
+            if all(_inside(s, k) for d in diags for s in spans_of(d)):
                 self._store[key] = (start.offset, start.line, diags)
                 if len(self._store) > self._limit:
                     self._store.popitem(last=False)
@@ -104,33 +104,5 @@ def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def _spans(d: Diagnostic) -> list[Span]:
-    return [d.span, *(r.span for r in d.related),
-            *(e.span for f in d.fixes for e in f.edits)]
-
-
 def _inside(span: Span, k: Kernel) -> bool:
     return k.span.start.offset <= span.start.offset and span.end.offset <= k.span.end.offset
-
-
-class _Shift:
-    """Moves ranges by whole lines: the kernel's text, and so every column, is unchanged."""
-
-    def __init__(self, offset: int, lines: int) -> None:
-        self.offset, self.lines = offset, lines
-
-    def position(self, p: Position) -> Position:
-        return Position(p.offset + self.offset, p.line + self.lines, p.col_byte, p.col_utf16)
-
-    def span(self, s: Span) -> Span:
-        return Span(self.position(s.start), self.position(s.end))
-
-    def diagnostic(self, d: Diagnostic) -> Diagnostic:
-        if self.offset == 0 and self.lines == 0:
-            return d
-        return replace(
-            d, span=self.span(d.span),
-            related=tuple(Related(self.span(r.span), r.message, r.path) for r in d.related),
-            fixes=tuple(Fix(f.title, tuple(TextEdit(self.span(e.span), e.new_text)
-                                           for e in f.edits), f.applicability)
-                        for f in d.fixes))
