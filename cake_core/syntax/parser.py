@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 
 import tree_sitter_python
 from tree_sitter import Language, Parser, Tree
+from tree_sitter import Node as TSNode
 
 from cake_core.diagnostics.codes import INTERNAL_ERROR, INVALID_ENCODING, SYNTAX_ERROR
 from cake_core.diagnostics.model import Diagnostic, sort_diagnostics
@@ -157,14 +158,14 @@ def _build(source: SourceFile, tree: Tree | None, reuse: Reuse | None = None) ->
         if len(converter.diagnostics) >= MAX_REPORTED:
             records = None
     else:
-        flaws = find_repairs(parse_data, error_ranges(root))
+        flaws = find_repairs(parse_data, error_ranges(root), root)
         if flaws and len(flaws) <= _MAX_REPAIRS:
             repaired, patch_map = apply_repairs(parse_data, flaws)
             converter = Converter(source, repaired, patch_map, index)
             if reuse is not None and blanked is None:
                 converter.reuse = reuse.through(patch_map, parse_data)
             diagnostics.extend(flaw_diagnostic(f, index.span) for f in flaws)
-            fixed_root = _parser().parse(repaired).root_node
+            fixed_root = _parse_repaired(tree, parse_data, repaired, patch_map)
         else:
             # No repair, or so many that the text is not code: one parse is enough.
             diagnostics.extend(flaw_diagnostic(f, index.span) for f in flaws[:MAX_DIAGNOSTICS])
@@ -234,6 +235,39 @@ def _reparse(old: ParseResult, start: int, old_end: int, new_text: str) -> Parse
             result._records = carry(old._records, edit)
         return result
     return _build(new_source, new_tree, reuse)
+
+
+def _parse_repaired(tree: Tree, data: bytes, repaired: bytes, patches: PatchMap) -> TSNode:
+    """The tree of the repaired buffer, parsed incrementally from the tree of `data`.
+
+    A few inserted brackets or colons leave most of the tree valid, so tree-sitter
+    re-parses only around them.  Where the repaired text still holds an error a full
+    parse is made instead: error recovery may differ between the two, and `reparse`
+    must equal `parse`.
+    """
+    edited = tree.copy()
+    for at, flaw in zip(patches.starts, patches.flaws, strict=True):
+        removed = data[flaw.at : flaw.at + flaw.remove]
+        start = _point(repaired, at)
+        lines = removed.count(b"\n")
+        old_col = (len(removed) - removed.rfind(b"\n") - 1) if lines else start[1] + len(removed)
+        edited.edit(
+            start_byte=at,
+            old_end_byte=at + flaw.remove,
+            new_end_byte=at + len(flaw.insert),
+            start_point=start,
+            old_end_point=(start[0] + lines, old_col),
+            new_end_point=_point(repaired, at + len(flaw.insert)),
+        )
+    root = _parser().parse(repaired, edited).root_node
+    if root.has_error:
+        root = _parser().parse(repaired).root_node
+    return root
+
+
+def _point(data: bytes, offset: int) -> tuple[int, int]:
+    """tree-sitter's (row, byte column) of `offset`."""
+    return data.count(b"\n", 0, offset), offset - (data.rfind(b"\n", 0, offset) + 1)
 
 
 def _edited(source: SourceFile, start: int, end: int, new_text: str) -> SourceFile:

@@ -65,16 +65,24 @@ def error_ranges(root: TSNode) -> list[tuple[int, int]]:
     return out
 
 
-def find_repairs(data: bytes, errors: list[tuple[int, int]]) -> list[Flaw]:
+def find_repairs(data: bytes, errors: list[tuple[int, int]],
+                 root: TSNode | None = None) -> list[Flaw]:
     """The scanner's flaws that tree-sitter also tripped over (so never a false alarm
-    on text that parses), in text order, without overlaps."""
+    on text that parses), in text order, without overlaps.
+
+    With the tree's `root`, only the top-level statements around the errors are scanned:
+    the statements before the first error parsed, so the scanner would leave each of them
+    with no bracket or string open, and a flaw far past the last error cannot touch it.
+    A typo in a long file then costs a scan of its kernel, not of the file.
+    """
     if not errors:
         return []
     errors = sorted(errors)
     starts = [e[0] for e in errors]
+    lo, hi = _window(data, root, errors[0][0], max(e[1] for e in errors))
     chosen: list[Flaw] = []
     last_end = -1
-    for flaw in scan(data):
+    for flaw in scan(data, lo, hi):
         if flaw.kind == "colon":
             # tree-sitter's error starts at the keyword, before the missing colon
             lo, hi = _line_start(data, flaw.at), flaw.at + 1
@@ -88,6 +96,32 @@ def find_repairs(data: bytes, errors: list[tuple[int, int]]) -> list[Flaw]:
         last_end = flaw.at + flaw.remove
     chosen.sort(key=lambda f: (f.at, f.remove))
     return chosen
+
+
+def _window(data: bytes, root: TSNode | None, first: int, last: int) -> tuple[int, int | None]:
+    """[lo, hi) of the top-level statements from the one holding byte `first` through the
+    one after the statement holding byte `last` (the whole text without a tree)."""
+    if root is None:
+        return 0, None
+    bounds = [(c.start_byte, c.end_byte, c.is_error) for c in root.children]
+    lo = 0
+    for start, _, is_error in bounds:
+        if start > first:
+            break
+        if not is_error and (start == 0 or data[start - 1 : start] == b"\n"):
+            lo = start
+    hi: int | None = None
+    after = 0
+    for start, end, _ in bounds:
+        if start > last:
+            after += 1
+            if after == 2:  # the statement after the one past `last`
+                break
+        hi = end
+    if hi is None or after < 2:
+        return lo, None
+    newline = data.find(b"\n", hi)
+    return lo, None if newline == -1 else newline + 1
 
 
 def _overlaps(errors: list[tuple[int, int]], starts: list[int], lo: int, hi: int) -> bool:

@@ -75,15 +75,19 @@ class _Line:
     first_line_end: int = -1
 
 
-def scan(data: bytes) -> list[Flaw]:
-    """Every missing colon, bracket problem and unterminated string in `data`."""
+def scan(data: bytes, lo: int = 0, hi: int | None = None) -> list[Flaw]:
+    """Every missing colon, bracket problem and unterminated string in `data[lo:hi]`.
+
+    `lo` must begin a line outside any bracket or string and `hi` end one (a caller
+    scanning a window passes statement boundaries); offsets are those of `data`.
+    """
     flaws: list[Flaw] = []
     stack: list[tuple[int, int]] = []  # (opener byte, offset)
     line = _Line(indent=0)
     at_line_start = True
     indent = 0
-    pos = 0
-    n = len(data)
+    pos = lo
+    n = len(data) if hi is None else min(hi, len(data))
     while pos < n:
         m = _TOKEN.match(data, pos)
         if m is None:  # unreachable: `.` matches any byte

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from cake_core.diagnostics.model import TextEdit
+from cake_core.diagnostics.model import TextEdit, apply_edits
 from cake_core.ir.kernel import Kernel
 from cake_core.ir.types import PipelineType, SmemType
 from cake_core.plugins import Tactic, TacticResult
@@ -144,6 +144,8 @@ def _stages_apply(kernel: Kernel, source: SourceFile, params: dict[str, Any]
     if want == "max":
         for n in range(16, 1, -1):
             edits = (TextEdit(span, str(n)),)
+            if not _fits(source, edits):
+                continue
             if n == old:
                 if verified(source, edits) is not None:
                     return None  # the current depth is already the deepest that fits
@@ -159,6 +161,21 @@ def _stages_apply(kernel: Kernel, source: SourceFile, params: dict[str, Any]
         "fewer stages free shared memory (for occupancy or a staged epilogue)"
     return _finish(kernel, source, (TextEdit(span, str(want)),),
                    f"stages {old} -> {want}: {why}", {"stages": want})
+
+
+def _fits(source: SourceFile, edits: tuple[TextEdit, ...]) -> bool:
+    """Whether the edited file type-checks and fits the GPU's resources.
+
+    A necessary condition for `verified`, at a fraction of its price: the full verifier
+    simulates every role for deadlocks and races, seconds on a persistent warp-specialised
+    kernel, and `max` would pay that for each depth that does not even fit in shared
+    memory.  Only depths that pass this are verified in full.
+    """
+    from cake_core.check import check_source
+    from cake_core.verify import resources
+
+    text = apply_edits(source.text, edits)
+    return not check_source(SourceFile(text, source.path), passes=[resources.check]).errors
 
 
 # --- swizzle ------------------------------------------------------------------------------

@@ -115,3 +115,26 @@ def test_kernels_no_task_lists_are_priced_at_a_documented_default() -> None:
     dims, origin = headline_dims(res.program.kernels[0], res.source)
     assert set(dims) == {"M", "N", "K"} and all(v == DEFAULT_EXTENT for v in dims.values())
     assert "default" in origin
+
+
+@pytest.mark.parametrize("name", ["gemm_sm80", "kmeans_assign_sm90", "tinygemm_sm90"])
+def test_stage_count_max_equals_the_exhaustive_search(name: str) -> None:
+    """`max` skips depths that fail the cheap resource check; the full verifier, tried on
+    every depth from the deepest down, must pick the same one."""
+    from cake_tactics.tactics import _stage_site
+
+    from cake_core.diagnostics.model import TextEdit
+    from cake_core.rewrite import verified
+
+    path = ROOT / "examples" / f"{name}.cake"
+    res = check_text(path.read_text(encoding="utf-8"), path.name)
+    kernel = res.program.kernels[0]
+    stages = next(t for t in plugin.tactics if t.name == "stages")
+    out = stages.apply(kernel, res.source, {"stages": "max"})
+    span, old = _stage_site(kernel, res.source)
+    deepest = next(n for n in range(16, 1, -1)
+                   if verified(res.source, (TextEdit(span, str(n)),)) is not None)
+    if deepest == old:
+        assert out is None
+    else:
+        assert out is not None and out.params["stages"] == deepest
