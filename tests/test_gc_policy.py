@@ -76,3 +76,17 @@ def test_settle_freezes_and_raises_the_threshold() -> None:
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_a_deadlock_finding_leaves_no_cycles() -> None:
+    """The deadlock pass groups waiting roles (Tarjan's components) on every finding.  The
+    warm-up is another deadlocked kernel: verdicts are cached by kernel text."""
+    bugs = Path(__file__).resolve().parent / "bugs"
+    warm = SourceFile((bugs / "sync_syncthreads_in_role.cake").read_text(), "warm.cake")
+    assert "CK311" in {d.code for d in check_source(warm).diagnostics}
+    path = bugs / "sync_named_barrier_handoff_hang.cake"
+    with cyclic_garbage() as found:
+        result = check_source(SourceFile(path.read_text(encoding="utf-8"), path.name))
+        assert "CK311" in {d.code for d in result.diagnostics}
+        del result
+    assert not found, f"cyclic garbage: {found.most_common(8)}"

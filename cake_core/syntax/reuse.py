@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from tree_sitter import Node as TSNode
 
-from cake_core.diagnostics.model import Diagnostic, Related, TextEdit
+from cake_core.diagnostics.model import Diagnostic
+from cake_core.shift import LineShift
 from cake_core.syntax import ast
 from cake_core.syntax.source import Position, Span
 
@@ -221,15 +222,7 @@ class _Shifter:
         return _tuple_new(Span, (self.position(span[0]), self.position(span[1])))
 
     def diagnostic(self, diag: Diagnostic) -> Diagnostic:
-        fixes = tuple(
-            dataclasses.replace(
-                fix, edits=tuple(TextEdit(self.span(e.span), e.new_text) for e in fix.edits)
-            )
-            for fix in diag.fixes
-        )
-        related = tuple(Related(self.span(r.span), r.message, r.path) for r in diag.related)
-        return dataclasses.replace(diag, span=self.span(diag.span), fixes=fixes,
-                                   related=related)
+        return LineShift(self._delta, self._rows).diagnostic(diag)
 
     def node(self, node: Any, depth: int = 0) -> Any:
         """Shift a subtree; a chain deeper than `_MAX_SHIFT_DEPTH` raises `_TooDeepToShift`

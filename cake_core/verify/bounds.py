@@ -335,8 +335,6 @@ class _KernelBounds:
             ws, we = role.warp_start, role.warp_stop
             return {"warp.id": range(ws, we), "warpgroup.id": range(ws // 4, (we - 1) // 4 + 1),
                     "thread.id": range(32 * ws, 32 * we)}[v.name]
-        if v.name == "warpgroup.id":
-            return range((self.kernel.warps + 3) // 4)
         lo = v.lo.const if v.lo is not None else None
         hi = v.hi.const if v.hi is not None else None
         if lo is None or hi is None:

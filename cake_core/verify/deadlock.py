@@ -415,38 +415,49 @@ class Engine:
 
 def _sink_groups(nodes: list[int], edges: dict[int, list[int]]) -> list[list[int]]:
     """Strongly connected components of the wait-for graph that wait on no other one."""
-    index: dict[int, int] = {}
-    low: dict[int, int] = {}
-    stack: list[int] = []
-    on: set[int] = set()
-    comps: list[list[int]] = []
+    tarjan = _Tarjan(edges)
+    for v in nodes:
+        if v not in tarjan.index:
+            tarjan.visit(v)
+    comps = tarjan.comps
+    of = {v: i for i, c in enumerate(comps) for v in c}
+    return [c for i, c in enumerate(comps)
+            if all(of[w] == i for v in c for w in edges[v])]
 
-    def visit(v: int) -> None:  # Tarjan; the graphs have a handful of nodes
+
+class _Tarjan:
+    """Tarjan's components, recursively (the graphs have a handful of nodes).  A class, not
+    a closure: a recursive nested function is a reference cycle, left for the collector
+    on every check."""
+
+    def __init__(self, edges: dict[int, list[int]]) -> None:
+        self.edges = edges
+        self.index: dict[int, int] = {}
+        self.low: dict[int, int] = {}
+        self.stack: list[int] = []
+        self.on: set[int] = set()
+        self.comps: list[list[int]] = []
+
+    def visit(self, v: int) -> None:
+        index, low = self.index, self.low
         index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in edges[v]:
+        self.stack.append(v)
+        self.on.add(v)
+        for w in self.edges[v]:
             if w not in index:
-                visit(w)
+                self.visit(w)
                 low[v] = min(low[v], low[w])
-            elif w in on:
+            elif w in self.on:
                 low[v] = min(low[v], index[w])
         if low[v] == index[v]:
             comp = []
             while True:
-                w = stack.pop()
-                on.discard(w)
+                w = self.stack.pop()
+                self.on.discard(w)
                 comp.append(w)
                 if w == v:
                     break
-            comps.append(comp)
-
-    for v in nodes:
-        if v not in index:
-            visit(v)
-    of = {v: i for i, c in enumerate(comps) for v in c}
-    return [c for i, c in enumerate(comps)
-            if all(of[w] == i for v in c for w in edges[v])]
+            self.comps.append(comp)
 
 
 def _join_names(names: list[str]) -> str:
