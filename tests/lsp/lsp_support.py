@@ -15,10 +15,12 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest_lsp
 from lsprotocol import types as lsp
 from pygls.protocol import default_converter
-from pytest_lsp import LanguageClient
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +61,28 @@ def make_client() -> RecordingClient:
     features = dict(DEFAULT_CLIENT_FEATURES)
     features[lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = _record
     register_lsp_features(client, features)
+    return client
+
+
+def editor_client(editor: str, *, env: dict[str, str] | None = None,
+                  settings: dict[str, object] | None = None,
+                  init_options: dict[str, object] | None = None) -> Any:
+    """A module-scoped `client` fixture: `cake lsp` started with `env` added to its
+    environment, initialised with `editor`'s recorded capabilities ("visual-studio-code",
+    "neovim"), answering workspace/configuration with `settings` for "cake"."""
+
+    @pytest_lsp.fixture(config=ClientServerConfig(
+        server_command=SERVER, server_env=server_env(**(env or {})),
+        client_factory=make_client), scope="module")
+    async def client(lsp_client: RecordingClient):  # type: ignore[no-untyped-def]
+        if settings is not None:
+            lsp_client.set_configuration(settings, section="cake")
+        lsp_client.init_result = await lsp_client.initialize_session(lsp.InitializeParams(
+            capabilities=client_capabilities(editor), root_uri=ROOT.as_uri(),
+            initialization_options=init_options))
+        yield
+        await lsp_client.shutdown_session()
+
     return client
 
 

@@ -10,22 +10,17 @@ from collections.abc import Awaitable
 from concurrent.futures import Future
 
 import pytest
-import pytest_lsp
 from lsp_support import (
     GEMM,
-    ROOT,
-    SERVER,
     RecordingClient,
     change,
-    make_client,
+    editor_client,
     new_uri,
     open_doc,
     published,
-    server_env,
 )
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams, JsonRpcMethodNotFound
-from pytest_lsp import ClientServerConfig, client_capabilities
 
 from cake_lsp.guard import TEST_PASSES_ENV
 
@@ -36,14 +31,7 @@ BAD_PASSES = ["tests.lsp.passes:crash", "tests.lsp.passes:hang",
               "tests.lsp.passes:not_a_list", "os:getcwd", "tests.lsp.passes:quiet"]
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(
-    server_command=SERVER, client_factory=make_client,
-    server_env=server_env(**{TEST_PASSES_ENV: ",".join(BAD_PASSES)})), scope="module")
-async def client(lsp_client: RecordingClient):
-    await lsp_client.initialize_session(lsp.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=ROOT.as_uri()))
-    yield
-    await lsp_client.shutdown_session()
+client = editor_client("visual-studio-code", env={TEST_PASSES_ENV: ",".join(BAD_PASSES)})
 
 
 async def hover(client: RecordingClient, uri: str, line: int, character: int) -> lsp.Hover | None:

@@ -4,34 +4,23 @@ pushed ones, and UTF-8 columns."""
 from __future__ import annotations
 
 import pytest
-import pytest_lsp
 from lsp_support import (
     GEMM,
-    ROOT,
-    SERVER,
     RecordingClient,
     change,
-    make_client,
+    editor_client,
     new_uri,
     open_doc,
     pos,
     pulled,
-    server_env,
 )
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig, client_capabilities
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"),
               pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")]
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, server_env=server_env(),
-                                              client_factory=make_client), scope="module")
-async def client(lsp_client: RecordingClient):
-    lsp_client.init_result = await lsp_client.initialize_session(lsp.InitializeParams(
-        capabilities=client_capabilities("neovim"), root_uri=ROOT.as_uri()))
-    yield
-    await lsp_client.shutdown_session()
+client = editor_client("neovim")
 
 
 async def test_neovim_negotiates_utf8_positions(client: RecordingClient) -> None:

@@ -4,20 +4,16 @@ change, and reported (never fatal) when invalid."""
 from __future__ import annotations
 
 import pytest
-import pytest_lsp
 from lsp_support import (
     GEMM,
     ROOT,
-    SERVER,
     RecordingClient,
-    make_client,
+    editor_client,
     new_uri,
     open_doc,
     published_until,
-    server_env,
 )
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig, client_capabilities
 
 from cake_lsp.guard import TEST_PASSES_ENV
 
@@ -28,16 +24,8 @@ INIT_OPTIONS = {"cake": {"arch": "sm_999", "bogus": 1, "simulateOnSave": "yes",
                          "plugins": {"disabled": ["tests.lsp.passes:crash"]}}}
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(
-    server_command=SERVER, client_factory=make_client,
-    server_env=server_env(**{TEST_PASSES_ENV: "tests.lsp.passes:crash"})), scope="module")
-async def client(lsp_client: RecordingClient):
-    lsp_client.set_configuration({"arch": "sm_80"}, section="cake")
-    await lsp_client.initialize_session(lsp.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=ROOT.as_uri(),
-        initialization_options=INIT_OPTIONS))
-    yield
-    await lsp_client.shutdown_session()
+client = editor_client("visual-studio-code", env={TEST_PASSES_ENV: "tests.lsp.passes:crash"},
+                       settings={"arch": "sm_80"}, init_options=INIT_OPTIONS)
 
 
 def codes(diags: list[lsp.Diagnostic]) -> set[str]:

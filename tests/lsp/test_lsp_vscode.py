@@ -4,22 +4,18 @@ UTF-16 columns, quick fixes, hovers, completion and the other editor features.""
 from __future__ import annotations
 
 import pytest
-import pytest_lsp
 from lsp_support import (
     GEMM,
     ROOT,
-    SERVER,
     RecordingClient,
     change,
-    make_client,
+    editor_client,
     new_uri,
     open_doc,
     pos,
     published,
-    server_env,
 )
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig, client_capabilities
 
 from cake_core.check import check_text
 
@@ -27,13 +23,7 @@ pytestmark = [pytest.mark.asyncio(loop_scope="module"),
               pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")]
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, server_env=server_env(),
-                                              client_factory=make_client), scope="module")
-async def client(lsp_client: RecordingClient):
-    lsp_client.init_result = await lsp_client.initialize_session(lsp.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=ROOT.as_uri()))
-    yield
-    await lsp_client.shutdown_session()
+client = editor_client("visual-studio-code")
 
 
 async def opened(client: RecordingClient, text: str) -> tuple[str, list[lsp.Diagnostic]]:
