@@ -9,13 +9,8 @@ Plugins that failed to load are reported the same way.
 Every pass except CAKE's own also has a time limit: its rule's `timeout_s`, at most one
 second.  (The built-in rules declare no limit in `cake_core.plugins.builtin`, and a
 transient stall must not switch off the compiler's own findings for a whole session.)
-The limit is on the CPU time of the pass's thread, not the wall clock, so a loaded
-machine does not disable a healthy pass; a pass that sleeps or blocks is stopped after
-`WALL_FACTOR` times its limit of wall-clock time.  A runaway pass cannot be killed from
-outside in Python: the guard raises an exception inside its thread
-(`PyThreadState_SetAsyncExc`), which stops pure-Python loops at their next bytecode.  A
-pass stuck inside a C call keeps its (daemon) thread until the call returns, but its
-result is ignored and it never runs again.
+How a pass is run and stopped is `cake_core.plugins.guard`'s business (CPU time, not
+the wall clock; an exception raised inside a runaway pass's thread).
 
 For tests, `CAKE_LSP_TEST_PASSES` adds passes: a comma-separated list of
 `module:function` whose modules live under `tests.` (nothing else is imported from it).
@@ -23,12 +18,10 @@ For tests, `CAKE_LSP_TEST_PASSES` adds passes: a comma-separated list of
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import math
 import os
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -36,13 +29,12 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic
 from cake_core.ir.kernel import Program
 from cake_core.plugins import PluginSet
+from cake_core.plugins.guard import WALL_FACTOR, run_guarded
 from cake_core.syntax.source import SourceFile
 from cake_core.verify import Pass
 
 TEST_PASSES_ENV = "CAKE_LSP_TEST_PASSES"
 PASS_TIME_LIMIT_S = 1.0
-WALL_FACTOR = 10.0
-_POLL_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +53,6 @@ class NamedPass:
         """Whether `plugins.disabled` names it: by full name, plugin, rule or code."""
         rule = self.name.partition(":")[2]
         return bool({self.name, self.origin, rule} & names or self.codes & names)
-
-
-class _Abandoned(BaseException):
-    """Raised inside a pass's thread when it overran its time; never escapes the guard."""
 
 
 @dataclass
@@ -115,12 +103,12 @@ class PassGuard:
     def _call(self, p: NamedPass, program: Program, source: SourceFile) -> list[Diagnostic]:
         reason = self.failures.get(p.name)
         if reason is None and p.run is not None:
-            result, reason = _run_guarded(p.run, program, source, p.time_limit)
+            result, reason = run_guarded(p.run, program, source, p.time_limit)
             if reason is None:
                 return result
             self._disable(p.name, reason)
         return [codes.PLUGIN_FAILURE.at(
-            source.span(0, 0), f"`{p.name}` is disabled for this session: {reason}",
+            source.span(0, 0), f"`{p.name}` is disabled for this session: it {reason}",
             notes=["its findings are missing from this file's diagnostics",
                    "restart the language server to run it again"],
             data={"pass": p.name, "origin": p.origin})]
@@ -161,76 +149,6 @@ def _tagged(check: Pass, plugin: str) -> Pass:
                 else d for d in found]
 
     return run
-
-
-def _run_guarded(fn: Pass, program: Program, source: SourceFile,
-                 limit: float) -> tuple[list[Diagnostic], str | None]:
-    """(findings, None), or ([], why the pass must be disabled)."""
-    box: dict[str, object] = {}
-    if math.isinf(limit):
-        try:
-            box["result"] = fn(program, source)
-        except Exception as exc:
-            box["error"] = exc
-    elif not _run_limited(fn, program, source, limit, box):
-        return [], f"it ran longer than {limit:g} s"
-    if "error" in box:
-        exc = box["error"]
-        return [], f"it raised {type(exc).__name__}: {exc}"
-    result = box.get("result")
-    if not isinstance(result, list | tuple) or \
-            not all(isinstance(d, Diagnostic) for d in result):
-        return [], f"it returned {type(result).__name__}, not a list of diagnostics"
-    return list(result), None
-
-
-def _run_limited(fn: Pass, program: Program, source: SourceFile, limit: float,
-                 box: dict[str, object]) -> bool:
-    """Run `fn` on a thread of its own; False if it used more than `limit` CPU seconds
-    (or `WALL_FACTOR` times that in wall-clock time) and was stopped."""
-
-    def target() -> None:
-        box["clock"] = time.pthread_getcpuclockid(threading.get_ident()) \
-            if hasattr(time, "pthread_getcpuclockid") else None
-        try:
-            box["result"] = fn(program, source)
-        except _Abandoned:
-            pass
-        except BaseException as exc:
-            box["error"] = exc
-        box["cpu"] = time.thread_time()
-
-    thread = threading.Thread(target=target, name="cake-verifier-pass", daemon=True)
-    started = time.perf_counter()
-    thread.start()
-    thread.join(limit)
-    while thread.is_alive():
-        if _cpu_time(box) > limit or time.perf_counter() - started > limit * WALL_FACTOR:
-            _interrupt(thread)
-            return False
-        thread.join(_POLL_S)
-    cpu_used = box.get("cpu")
-    return not (isinstance(cpu_used, float) and cpu_used > limit)
-
-
-def _cpu_time(box: dict[str, object]) -> float:
-    """CPU seconds used so far by the pass's thread (infinite where the platform cannot
-    tell, which leaves the wall clock as the limit)."""
-    if "clock" not in box:
-        return 0.0  # not scheduled yet: it has used nothing
-    clock = box["clock"]
-    if not isinstance(clock, int):
-        return math.inf
-    try:
-        return time.clock_gettime(clock)
-    except OSError:  # the thread ended meanwhile
-        return 0.0
-
-
-def _interrupt(thread: threading.Thread) -> None:
-    if thread.ident is not None:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
-                                                   ctypes.py_object(_Abandoned))
 
 
 __all__ = ["PASS_TIME_LIMIT_S", "TEST_PASSES_ENV", "WALL_FACTOR", "NamedPass", "PassGuard"]

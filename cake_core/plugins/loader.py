@@ -9,7 +9,6 @@ and disabled; everything else keeps working.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic
 from cake_core.plugins.api import PLUGIN_API_VERSION, Plugin, RuleItem, Tactic
 from cake_core.plugins.config import ProjectConfig
+from cake_core.plugins.guard import run_guarded
 from cake_core.primitives.registry import DuplicatePrimitiveError, Registry, builtin_registry
 from cake_core.verify.cache import KernelVerdicts
 
@@ -152,34 +152,15 @@ def run_rule(ps: PluginSet, plugin: Plugin, rule: RuleItem, program: object,
     """Run one plugin rule in a guard: exceptions and overruns disable it, not CAKE."""
     if plugin.name == "cake":
         return rule.check(program, source)  # type: ignore[arg-type]
-    box: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = rule.check(program, source)  # type: ignore[arg-type]
-        except BaseException as exc:
-            box["error"] = exc
-
     t0 = time.perf_counter()
-    th = threading.Thread(target=target, daemon=True, name=f"cake-rule-{rule.name}")
-    th.start()
-    th.join(rule.timeout_s)
-    src = source  # for spans
-    span = src.span(0, 0)  # type: ignore[attr-defined]
-    if th.is_alive():
-        reason = f"ran longer than {rule.timeout_s:g} s"
-    elif "error" in box:
-        exc = box["error"]
-        reason = f"raised {type(exc).__name__}: {exc}"
-    else:
-        result = box.get("result")
-        if isinstance(result, list) and all(isinstance(d, Diagnostic) for d in result):
-            return [d if d.source != "cake" else _tag(d, plugin.name) for d in result]
-        reason = "returned something other than a list of diagnostics"
+    result, reason = run_guarded(rule.check, program, source, rule.timeout_s)
+    if reason is None:
+        return [d if d.source != "cake" else _tag(d, plugin.name) for d in result]
     ps.disable_rule(plugin, rule, reason)
     elapsed = time.perf_counter() - t0
     return [codes.PLUGIN_FAILURE.at(
-        span, f"plugin rule {plugin.name}:{rule.name} {reason}; it is disabled for this run",
+        source.span(0, 0),  # type: ignore[attr-defined]
+        f"plugin rule {plugin.name}:{rule.name} {reason}; it is disabled for this run",
         notes=[f"after {elapsed * 1e3:.0f} ms", "run `cake plugins doctor` for details"])]
 
 

@@ -39,7 +39,9 @@ def _boom(program, source):
 
 
 def _slow(program, source):
-    time.sleep(0.5)
+    end = time.perf_counter() + 5.0  # CPU-bound: the guard limits CPU time, and stops it
+    while time.perf_counter() < end:
+        pass
     return []
 
 
