@@ -488,7 +488,8 @@ class _OpTimes:
             t = rec.tensor
             self.tc = t.flops / _tensor_rate(p, c, t.dtype, t.family, t.shape[1])
         self.cuda = rec.cuda_ops / r.cuda_sm
-        self.smem = (rec.smem_read + rec.smem_write) / r.smem_sm
+        # bank conflicts: an n-way conflicted access moves its bytes in n wavefronts
+        self.smem = (rec.smem_read + rec.smem_write) * rec.smem_conflict / r.smem_sm
         self.l2 = (rec.global_read_bytes + rec.global_write_bytes) / r.l2_sm
         self.sync = _sync_seconds(rec, c)
         self.issue = rec.issue * c["issue_ns"] * 1e-9
@@ -796,6 +797,9 @@ def _detail(p: KernelProfile, category: str, contrib: list[dict[str, float]],
     if category == "memory":
         mem_terms = {k: v for k, v in terms.items() if k in ("dram", "l2", "smem")}
         best = max(mem_terms, key=lambda k: mem_terms[k]) if mem_terms else "dram"
+        if best == "smem" and w is not None and w.record.smem_conflict > 1.0:
+            return (f"{_TERM_NAMES[best]} ({w.op.prim.key} at line {w.line + 1}: bank "
+                    f"conflicts, {w.record.smem_conflict:.3g}x the conflict-free wavefronts)")
         return _TERM_NAMES[best]
     if category == "latency":
         if w is not None and any(a.latency == SERIAL and w.phase == STEADY

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cake_core.cost.banks import op_conflict
 from cake_core.cost.evaluate import evaluate
 from cake_core.ir.symbolic import SymExpr, Var
 from cake_core.ir.types import FragLayout, FragmentType, TileType, Type
@@ -72,6 +73,9 @@ class CostRecord:
     writes: tuple[GlobalAccess, ...] = ()
     smem_read: float = 0.0
     smem_write: float = 0.0
+    smem_conflict: float = 1.0
+    """Wavefronts the shared-memory accesses take per conflict-free wavefront (bank
+    conflicts, `cake_core.cost.banks`): their time scales by it, their bytes do not."""
     tensor: TensorWork | None = None
     cuda_ops: float = 0.0
     """CUDA-core operations (element-wise ops, weighted: a MUFU op counts as several)."""
@@ -108,6 +112,12 @@ class CostContext:
     """id(tma_load op) -> (latency, depth) read off where the kernel waits for the copy
     (`cake_core.cost.exposure`); without an entry a copy on a pipeline has `stages - 1`
     in flight and one on a raw mbarrier is waited for once."""
+
+    def smem_conflict(self, op: Op) -> float:
+        """Wavefronts per conflict-free wavefront of the op's shared-memory access (1 for
+        accesses the bank model does not follow, or that do not conflict)."""
+        c = op_conflict(self.kernel, op)
+        return c.ratio if c is not None else 1.0
 
     def eval(self, expr: SymExpr) -> int:
         return evaluate(expr, self.env)

@@ -47,12 +47,14 @@ def tma_store_wait(op: Op, ctx: CostContext) -> CostRecord:
 
 def cp_async(op: Op, ctx: CostContext) -> CostRecord:
     """LDGSTS: 16-byte chunks spread over the executing threads, overlapped as deep as
-    the kernel's `cp_async_wait(n)` inside its loop allows (n + 1 groups)."""
+    the kernel's `cp_async_wait(n)` inside its loop allows (n + 1 groups).  The chunks'
+    shared-memory writes pay the bank conflicts of the destination's layout."""
     depth = ctx.cp_async_depth
     latency = PIPELINED if depth > 0 else SERIAL
     access = ctx.tile_access(op.args["src"], latency=latency, depth=depth)
     nbytes = _bytes(ctx, op.args["dst"].type)
-    return CostRecord(reads=(access,), smem_write=nbytes, issue=nbytes / 16.0 / 32.0)
+    return CostRecord(reads=(access,), smem_write=nbytes, smem_conflict=ctx.smem_conflict(op),
+                      issue=nbytes / 16.0 / 32.0)
 
 
 def cp_async_commit(op: Op, ctx: CostContext) -> CostRecord:
@@ -64,9 +66,12 @@ def cp_async_wait(op: Op, ctx: CostContext) -> CostRecord:
 
 
 def ldmatrix(op: Op, ctx: CostContext) -> CostRecord:
-    """Shared-memory reads into an mma.sync operand, per warp."""
+    """Shared-memory reads into an mma.sync operand, per warp, at the wavefronts the
+    source's layout costs (8 rows of 16 bytes per phase; row-major rows 64 or 128 bytes
+    apart fall into the same banks)."""
     nbytes = _bytes(ctx, op.args["src"].type) * ctx.replicas(op)
-    return CostRecord(smem_read=nbytes, issue=nbytes / 512.0)
+    return CostRecord(smem_read=nbytes, smem_conflict=ctx.smem_conflict(op),
+                      issue=nbytes / 512.0)
 
 
 def load(op: Op, ctx: CostContext) -> CostRecord:
@@ -74,7 +79,7 @@ def load(op: Op, ctx: CostContext) -> CostRecord:
     src = op.args["src"]
     if isinstance(src.type, TileType):
         return CostRecord(reads=(ctx.tile_access(src, latency=SERIAL),))
-    return CostRecord(smem_read=_bytes(ctx, src.type))
+    return CostRecord(smem_read=_bytes(ctx, src.type), smem_conflict=ctx.smem_conflict(op))
 
 
 def store(op: Op, ctx: CostContext) -> CostRecord:
@@ -82,5 +87,6 @@ def store(op: Op, ctx: CostContext) -> CostRecord:
     dst = op.args["dst"]
     reps = ctx.replicas(op)
     if isinstance(dst.type, SmemType):
-        return CostRecord(smem_write=_bytes(ctx, dst.type) * reps)
+        return CostRecord(smem_write=_bytes(ctx, dst.type) * reps,
+                          smem_conflict=ctx.smem_conflict(op))
     return CostRecord(writes=(ctx.tile_access(dst, latency=SERIAL, replicas=reps),))
