@@ -136,7 +136,7 @@ def _build(parsed: ParseResult, source: SourceFile, registry: Registry, arch: st
            kernels: KernelChecks | None) -> Build:
     if kernels is not None:
         return kernels.build(parsed.module, source, registry, arch,
-                             clean=not parsed.tree.root_node.has_error)
+                             clean=not parsed.tree.root_node.has_error, moved=parsed.moved)
     from cake_core.ir.builder import build_program
 
     built = build_program(parsed.module, source, registry=registry, arch=arch)

@@ -40,7 +40,7 @@ import dataclasses
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from cake_core.diagnostics import codes
@@ -50,6 +50,7 @@ from cake_core.ir.kernel import Kernel, Program, Value
 from cake_core.primitives.registry import Registry
 from cake_core.shift import LineShift, spans_of
 from cake_core.syntax import ast
+from cake_core.syntax.reuse import Origin
 from cake_core.syntax.source import SourceFile, Span
 from cake_core.verify.cache import Ready
 
@@ -89,6 +90,8 @@ class _Entry:
     diagnostics: tuple[Diagnostic, ...]
     movable: bool
     """Every range its findings mention lies in its lines or in the prelude."""
+    origin: Origin
+    """`fn` as the parser converted it, and how far it had moved since (`reuse.Origin`)."""
 
 
 class KernelRef:
@@ -158,18 +161,21 @@ class KernelChecks:
         self.misses = 0
 
     def build(self, module: ast.Module, source: SourceFile, registry: Registry,
-              arch: str | None, *, clean: bool) -> Build:
+              arch: str | None, *, clean: bool,
+              moved: Mapping[int, Origin] | None = None) -> Build:
         """Type-check `module` as `build_program` does, reusing unchanged kernels.
 
         `clean` says the parse had no syntax error (tree-sitter found none), so that a
-        statement's AST follows from its text.
+        statement's AST follows from its text.  `moved` is the parser's word on which
+        statements are shifted copies of which (`ParseResult.moved`): after a syntax
+        error it spares comparing a kernel with the one checked before, node by node.
         """
         context = (id(registry), arch, source.path)
         if context != self._context:  # other primitives, arch or path: nothing carries over
             self._entries.clear()
             self._preludes.clear()
             self._context = context
-        run = _Run(self, module, source, registry, arch, clean)
+        run = _Run(self, module, source, registry, arch, clean, moved or {})
         build = run.walk()
         kernels = sum(isinstance(s, ast.FunctionDef) for s in module.body)
         _trim(self._entries, 2 * kernels + self._limit)
@@ -181,13 +187,15 @@ class _Run:
     """One check's walk over the module."""
 
     def __init__(self, cache: KernelChecks, module: ast.Module, source: SourceFile,
-                 registry: Registry, arch: str | None, clean: bool) -> None:
+                 registry: Registry, arch: str | None, clean: bool,
+                 moved: Mapping[int, Origin]) -> None:
         self.cache = cache
         self.module = module
         self.source = source
         self.registry = registry
         self.arch = arch
         self.clean = clean
+        self.moved = moved
         self.diagnostics: list[Diagnostic] = []
         """The builder's findings so far, in its order."""
 
@@ -263,7 +271,7 @@ class _Run:
         movable = all((lo <= s.start.offset and s.end.offset <= hi)
                       or _within(state.regions, s) for d in own for s in spans_of(d))
         cache._entries[key] = _Entry(fn, self.clean, state, lo, hi, line, kernel, own,
-                                     movable)
+                                     movable, self.origin(fn))
         return KernelRef(fn, state, kernel, kernel is not None, self.rebuild)
 
     def usable(self, entry: _Entry, fn: ast.FunctionDef, lo: int, line: int) -> bool:
@@ -271,7 +279,15 @@ class _Run:
             return False
         if self.clean and entry.clean:
             return True
-        return same_shifted(entry.fn, fn, lo - entry.lo, line - entry.line)
+        offset, lines = lo - entry.lo, line - entry.line
+        root, moved_bytes, moved_lines = self.origin(fn)
+        if root is entry.origin[0] and \
+                (moved_bytes - entry.origin[1], moved_lines - entry.origin[2]) == (offset, lines):
+            return True  # both are shifts of one converted kernel, this far apart
+        return same_shifted(entry.fn, fn, offset, lines)
+
+    def origin(self, fn: ast.FunctionDef) -> Origin:
+        return self.moved.get(id(fn)) or (fn, 0, 0)
 
     def rebuild(self, fn: ast.FunctionDef, state: _Prelude) -> Kernel | None:
         """The IR of a reused kernel that moved, exactly as a fresh build makes it."""

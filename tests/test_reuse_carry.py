@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cake_core.check_cache import same_shifted
 from cake_core.syntax import convert, reuse
 from cake_core.syntax.parser import Document, parse
 from cake_core.syntax.source import SourceFile
@@ -30,6 +31,16 @@ def same_as_full(doc: Document) -> None:
     full = parse(SourceFile(doc.text, doc.path))
     assert doc.result.module == full.module
     assert doc.result.diagnostics == full.diagnostics
+    origins_hold(doc)
+
+
+def origins_hold(doc: Document) -> None:
+    """`ParseResult.moved` is what the type-check cache trusts instead of comparing: each
+    statement named there must be its origin moved by exactly the bytes and lines given."""
+    stmts = {id(s): s for s in doc.result.module.body}
+    for key, (root, offset, lines) in doc.result.moved.items():
+        if key in stmts:
+            assert same_shifted(root, stmts[key], offset, lines)
 
 
 def test_the_edit_that_fixes_a_syntax_error_converts_only_its_kernel(
@@ -102,3 +113,15 @@ def test_random_edits_through_sync_equal_a_full_parse(
         same_as_full(doc)
     _sync(doc, TEXT)  # back to the clean text, through whatever records were carried
     same_as_full(doc)
+
+
+def test_moved_kernels_trace_back_to_their_conversion() -> None:
+    doc = Document(TEXT, "k.cake")
+    first = {s.name: s for s in doc.result.module.body if hasattr(s, "name")}
+    _sync(doc, "x = 1\n" + TEXT)  # every kernel moves down a line and 6 bytes
+    _sync(doc, "\n" + "x = 1\n" + TEXT)  # and again
+    for stmt in doc.result.module.body:
+        if getattr(stmt, "name", None) in first:
+            root, offset, lines = doc.result.moved[id(stmt)]
+            assert root is first[stmt.name] and (offset, lines) == (7, 2)
+    origins_hold(doc)

@@ -47,7 +47,7 @@ from cake_core.syntax.recovery import (
     find_repairs,
     flaw_diagnostic,
 )
-from cake_core.syntax.reuse import Carried, Edit, Key, Record, Reuse, carry
+from cake_core.syntax.reuse import Carried, Edit, Key, Origin, Record, Reuse, carry
 from cake_core.syntax.source import SourceFile
 
 __all__ = ["Document", "ParseResult", "parse", "reparse"]
@@ -82,6 +82,10 @@ class ParseResult:
     """The tree-sitter tree of `source` as written, kept for incremental re-parsing."""
     _records: dict[Key, Record] | Carried | None = field(default=None, repr=False, compare=False)
     """What `reparse` may re-use of this parse (kept for clean parses only)."""
+    moved: dict[int, Origin] = field(default_factory=dict, repr=False, compare=False)
+    """Statements taken from earlier parses and moved: id(statement) -> (the statement
+    as converted, bytes, lines).  The type-check cache reads it to know, without
+    comparing them node by node, that a kernel is one it checked, only moved."""
 
     @property
     def has_errors(self) -> bool:
@@ -185,7 +189,8 @@ def _build(source: SourceFile, tree: Tree | None, reuse: Reuse | None = None) ->
         final = final[:MAX_DIAGNOSTICS]
         final.append(replace(last, message="further problems in this file are not shown",
                              notes=(), fixes=(), related=()))
-    return ParseResult(source, module, final, tree, records)
+    moved = reuse.moved if reuse is not None else {}
+    return ParseResult(source, module, final, tree, records, moved)
 
 
 def _reparse(old: ParseResult, start: int, old_end: int, new_text: str) -> ParseResult:

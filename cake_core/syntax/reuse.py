@@ -38,7 +38,8 @@ from cake_core.syntax.source import Position, Span
 if TYPE_CHECKING:
     from cake_core.syntax.recovery import PatchMap
 
-__all__ = ["MAX_CHAIN", "Carried", "Edit", "Key", "Record", "Reuse", "carry", "key_of"]
+__all__ = ["MAX_CHAIN", "Carried", "Edit", "Key", "Origin", "Record", "Reuse", "carry",
+           "key_of"]
 
 Key = tuple[int, int, int, int, bool]
 """(start byte, end byte, tree-sitter kind id, depth, top level) of a statement node."""
@@ -47,12 +48,19 @@ MAX_CHAIN = 64
 """Edits a `Carried` set of records is seen through at most (past that: convert afresh)."""
 
 
+Origin = tuple[ast.Stmt, int, int]
+"""(a statement as converted, bytes, lines): what a moved statement is a shift of."""
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     stmt: ast.Stmt | None
     diagnostics: tuple[Diagnostic, ...]
     first_row: int
     last_row: int
+    origin: Origin | None = None
+    """For a statement shifted from an earlier parse: the one converted, and how far it
+    moved since (None: `stmt` itself was converted)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,14 +120,23 @@ class Reuse:
         }
         """Records of statements before every edit: valid as they are in the new parse."""
         self._first_row = first_row
+        self.moved: dict[int, Origin] = {}
+        """id(statement) -> its `Record.origin`, for every statement taken that has one:
+        a caller holding a statement of an earlier parse can tell, without comparing
+        them node by node, that a statement of this one is it moved."""
 
     def lookup(self, node: TSNode, depth: int, top_level: bool) -> Record | None:
         start_row = node.start_point[0]
         end_row = node.end_point[0]
         if end_row < self._first_row:
-            return self.kept.get(key_of(node, depth, top_level))
+            return self._taken(self.kept.get(key_of(node, depth, top_level)))
         return self._find(node.start_byte, node.end_byte, start_row, end_row,
                           (node.kind_id, depth, top_level))
+
+    def _taken(self, rec: Record | None) -> Record | None:
+        if rec is not None and rec.origin is not None and rec.stmt is not None:
+            self.moved[id(rec.stmt)] = rec.origin
+        return rec
 
     def through(self, patches: PatchMap, data: bytes) -> Reuse:
         """These records as seen by a parse of `data` repaired by `patches` (the parse
@@ -145,9 +162,9 @@ class Reuse:
             return None
         delta, rows = new_start - start, new_row - start_row
         if delta == 0 and rows == 0:
-            return old
+            return self._taken(old)
         try:
-            return _Shifter(delta, rows).record(old)
+            return self._taken(_Shifter(delta, rows).record(old))
         except _TooDeepToShift:
             return None
 
@@ -161,6 +178,7 @@ class _Repaired(Reuse):
     def __init__(self, base: Reuse, patches: PatchMap, data: bytes) -> None:
         self._old, self._edits, self._first_row = base._old, base._edits, base._first_row
         self.kept = base.kept
+        self.moved = base.moved
         self._patches = patches
         self._data = data
         self._at = [f.at for f in patches.flaws]
@@ -189,7 +207,7 @@ class _Repaired(Reuse):
         start_row, end_row = node.start_point[0], node.end_point[0]
         if end_row < self._first_row:
             rec = self.kept.get((start, end, node.kind_id, depth, top_level))
-            return rec if rec is not None and rec.first_row == start_row else None
+            return self._taken(rec) if rec is not None and rec.first_row == start_row else None
         return self._find(start, end, start_row, end_row, (node.kind_id, depth, top_level))
 
 
@@ -208,7 +226,13 @@ class _Shifter:
     def record(self, old: Record) -> Record:
         stmt = self.node(old.stmt) if old.stmt is not None else None
         diags = tuple(self.diagnostic(d) for d in old.diagnostics)
-        return Record(stmt, diags, old.first_row + self._rows, old.last_row + self._rows)
+        if old.origin is not None:
+            root, delta, rows = old.origin
+            origin = (root, delta + self._delta, rows + self._rows)
+        else:
+            origin = (old.stmt, self._delta, self._rows) if old.stmt is not None else None
+        return Record(stmt, diags, old.first_row + self._rows, old.last_row + self._rows,
+                      origin)
 
     def position(self, pos: Position) -> Position:
         moved = self._positions.get(pos[0])
