@@ -26,6 +26,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from cake_core.ir.symbolic import SymExpr
 from cake_core.verify.views import Geometry, View, environments, evaluate
 
 _SWIZZLE_BITS = {0: 0, 32: 1, 64: 2, 128: 3}
@@ -240,12 +241,20 @@ def positions(view: View) -> tuple[tuple[int, int], ...] | None:
     Runtime indices are sampled (`views.environments`) so that every swizzle phase is
     reached.  None when the start depends on a launch-time dim.
     """
-    envs = environments((view.row0, view.col0))
+    return _positions(view.row0, view.col0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _positions(row0: SymExpr, col0: SymExpr) -> tuple[tuple[int, int], ...] | None:
+    """`positions`, by the two start expressions alone (frozen, so a sound cache key):
+    the verifier and the cost model ask it for the same views, and an agent's every
+    re-checked variant repeats most of them."""
+    envs = environments((row0, col0))
     if envs is None:
         return None
     out: set[tuple[int, int]] = set()
     for env in envs:
-        r, c = evaluate(view.row0, env), evaluate(view.col0, env)
+        r, c = evaluate(row0, env), evaluate(col0, env)
         if r is not None and c is not None:
             out.add((r, c))
     return tuple(sorted(out)) or None
