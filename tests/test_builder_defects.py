@@ -7,6 +7,8 @@ use-tracking by `id()` that a new value could inherit from a dead one.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from cake_core.check import check_text
 from cake_core.diagnostics import codes
 from cake_core.ir.builder import KernelBuilder, ProgramBuilder
@@ -18,36 +20,13 @@ from cake_core.syntax import ast
 from cake_core.syntax.parser import parse
 from cake_core.syntax.source import SourceFile
 
-HEADER = """\
-BM, BN, BK, STAGES = 128, 256, 64, 4
-M, N, K = dim("M"), dim("N"), dim("K", multiple_of=64)
-"""
-
-GEMM = """
-@kernel(arch="sm_90a", grid=(cdiv(M, BM), cdiv(N, BN)), warps=12)
-def NAME(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (N, K)], C: Tensor[bf16, (M, N)]):
-    sa = smem(bf16, (STAGES, BM, BK), layout=swizzle(128))
-    sb = smem(bf16, (STAGES, BN, BK), layout=swizzle(128))
-    ab = pipeline(stages=STAGES, producer="load", consumer="mma")
-    with role("load", warps=range(0, 4), regs=40):
-        for k in range(cdiv(K, BK)):
-            s = ab.acquire()
-            tma_load(sa[s], A.tile((BM, BK), (block.x, k)), ab)
-            tma_load(sb[s], B.tile((BN, BK), (block.y, k)), ab)
-            ab.commit()
-    with role("mma", warps=range(4, 12), regs=232):
-        acc = fragment(f32, (BM, BN), layout=wgmma_acc)
-        for k in range(cdiv(K, BK)):
-            s = ab.wait()
-            wgmma(acc, sa[s], sb[s].T)
-            wgmma_wait(0)
-            ab.release()
-        store(C.tile((BM, BN), (block.x, block.y)), cast(acc, bf16))
-"""
+SEED = Path(__file__).resolve().parents[1] / "bench" / "data" / "gemm_sm90_block.cake"
+HEADER, _, GEMM = SEED.read_text(encoding="utf-8").partition("# --- kernel ---\n")
+"""The constants and dims; a warp-specialised sm_90a GEMM kernel, `gemm`, checking clean."""
 
 
 def gemm(name: str) -> str:
-    return GEMM.replace("NAME", name)
+    return "\n" + GEMM.replace("def gemm(", f"def {name}(")
 
 
 def in_kernel(text: str, name: str, line: int) -> bool:
