@@ -7,11 +7,19 @@ rewrite which would not verify is never offered to a person or an agent.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
-from cake_core.diagnostics.model import TextEdit, apply_edits
+from cake_core.diagnostics.model import TextEdit
 from cake_core.ir.kernel import Kernel, Op, Program, Role
 from cake_core.syntax.source import SourceFile, Span
+
+if TYPE_CHECKING:
+    from cake_core.check import CheckResult
+    from cake_core.syntax.parser import ParseResult
+    from cake_core.verify import Pass
 
 _INT = re.compile(rb"\s*(\d+)")
 
@@ -76,8 +84,46 @@ def constants_used_in(source: SourceFile, program: Program, spans: Iterable[Span
 def verified(source: SourceFile, edits: tuple[TextEdit, ...], *, arch: str | None = None
              ) -> str | None:
     """The edited text when it checks without errors, else None."""
-    from cake_core.check import check_source
+    res = check_edited(source, edits, arch=arch)
+    return None if res.errors else res.source.text
 
-    text = apply_edits(source.text, edits)
-    res = check_source(SourceFile(text, source.path), arch=arch)
-    return None if res.errors else text
+
+def check_edited(source: SourceFile, edits: Iterable[TextEdit], *, arch: str | None = None,
+                 passes: Sequence[Pass] | None = None) -> CheckResult:
+    """`check_source` of `source` with `edits` applied (as `apply_edits` applies them).
+
+    The edited text is parsed incrementally from `source`'s parse, kept for the next
+    rewrite of the same text: a tactic offering variants, or an agent previewing moves,
+    edits one parent again and again, and a parse of the parent plus a re-parse of each
+    edit costs far less than a full parse of each variant.  `reparse` equals `parse`, so
+    the result is the one a full check gives.
+    """
+    from cake_core.check import check_source
+    from cake_core.syntax.parser import reparse
+
+    parsed = _parent_parse(source)
+    for edit in sorted(edits, key=lambda e: e.span.start.offset, reverse=True):
+        parsed = reparse(parsed, edit.span.start.offset, edit.span.end.offset, edit.new_text)
+    return check_source(parsed.source, arch=arch, passes=passes, parsed=parsed)
+
+
+_PARENTS: OrderedDict[tuple[str, str], ParseResult] = OrderedDict()
+_PARENTS_LOCK = threading.Lock()
+_MAX_PARENTS = 16
+
+
+def _parent_parse(source: SourceFile) -> ParseResult:
+    from cake_core.syntax.parser import parse
+
+    key = (source.path, source.text)
+    with _PARENTS_LOCK:
+        found = _PARENTS.get(key)
+        if found is not None:
+            _PARENTS.move_to_end(key)
+            return found
+    parsed = parse(SourceFile(source.text, source.path))
+    with _PARENTS_LOCK:
+        _PARENTS[key] = parsed
+        while len(_PARENTS) > _MAX_PARENTS:
+            _PARENTS.popitem(last=False)
+    return parsed

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from cake_core.diagnostics.model import TextEdit, apply_edits
+from cake_core.diagnostics.model import TextEdit
 from cake_core.ir.kernel import Kernel
 from cake_core.syntax.source import SourceFile
 
@@ -58,14 +58,13 @@ def verified_rewrite(kernel: Kernel, source: SourceFile, edits: tuple[TextEdit, 
     One check serves both questions (as `cake_core.rewrite.verified` would answer the
     first), so offering a move costs a single re-check of the file.
     """
-    from cake_core.check import check_source
+    from cake_core.rewrite import check_edited
 
-    text = apply_edits(source.text, edits)
-    res = check_source(SourceFile(text, source.path))
+    res = check_edited(source, edits)
     if res.errors or res.program is None:
         return None
     after = next((k for k in res.program.kernels if k.name == kernel.name), None)
-    return text, predicted(kernel, source, after)
+    return res.source.text, predicted(kernel, source, after)
 
 
 def predicted(kernel: Kernel, source: SourceFile, after_k: Kernel | None) -> dict[str, Any]:

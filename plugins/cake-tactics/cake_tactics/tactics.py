@@ -10,12 +10,13 @@ the structural tactics of `structural.py`.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from cake_core.diagnostics.model import TextEdit, apply_edits
-from cake_core.ir.kernel import Kernel
+from cake_core.diagnostics.model import TextEdit
+from cake_core.ir.kernel import Kernel, Program
 from cake_core.ir.types import PipelineType, SmemType
 from cake_core.plugins import Tactic, TacticResult
 from cake_core.primitives.registry import Provenance
@@ -36,11 +37,18 @@ PROV = Provenance("hand-written", "2026-11-30", ("examples/gemm_sm90.cake",
 _TILE_NAME = re.compile(r"^(B|W|BLOCK_|TILE_)[A-Z]*$")
 
 
-def _program(kernel: Kernel, source: SourceFile):
+def _program(kernel: Kernel, source: SourceFile) -> Program | None:
+    """The program around `kernel` (its top-level constants).  Every tactic asks for it
+    several times per candidate, and the agents' previews ask for the same parent
+    again and again, so it is kept per text; the type check suffices, no verifier."""
+    return _typed(source.text, source.path)
+
+
+@functools.lru_cache(maxsize=32)
+def _typed(text: str, path: str) -> Program | None:
     from cake_core.check import check_source
 
-    res = check_source(source)
-    return res.program
+    return check_source(SourceFile(text, path), passes=()).program
 
 
 def _finish(kernel: Kernel, source: SourceFile, edits: tuple[TextEdit, ...], rationale: str,
@@ -171,11 +179,10 @@ def _fits(source: SourceFile, edits: tuple[TextEdit, ...]) -> bool:
     kernel, and `max` would pay that for each depth that does not even fit in shared
     memory.  Only depths that pass this are verified in full.
     """
-    from cake_core.check import check_source
+    from cake_core.rewrite import check_edited
     from cake_core.verify import resources
 
-    text = apply_edits(source.text, edits)
-    return not check_source(SourceFile(text, source.path), passes=[resources.check]).errors
+    return not check_edited(source, edits, passes=[resources.check]).errors
 
 
 # --- swizzle ------------------------------------------------------------------------------
