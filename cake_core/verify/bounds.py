@@ -35,12 +35,12 @@ from dataclasses import dataclass, replace
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, Related
-from cake_core.ir.expressions import Predicate, ViewOrigin
+from cake_core.ir.expressions import ViewOrigin
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Program, Role, Value
 from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var
 from cake_core.ir.types import SmemType, StageType, TupleType
 from cake_core.syntax.source import SourceFile, Span
-from cake_core.verify.unroll import evaluate, truth
+from cake_core.verify.unroll import condition_leaves, evaluate, truth
 
 #: The codes this pass emits (the plugin loader lists them and lets users disable them).
 CODES = (codes.SMEM_VIEW_OUT_OF_BOUNDS,)
@@ -381,26 +381,10 @@ def _cond_atoms(cond: Value) -> set[SymExpr] | None:
     """The indices and dims a condition depends on; None when it depends on something
     that is not an integer expression (a scalar parameter, a value of unknown kind)."""
     out: set[SymExpr] = set()
-    stack: list[object] = [cond]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Value):
-            if isinstance(x.const, bool):
-                continue
-            if x.sym is not None:
-                stack.append(x.sym)
-            elif isinstance(x.const, Predicate):
-                stack.append(x.const)
-            else:
-                return None
-        elif isinstance(x, Predicate):
-            if x.op == "compare":
-                stack.extend(x.operands[1])  # type: ignore[arg-type]
-            else:
-                stack.extend(x.operands)
-        elif isinstance(x, SymExpr):
+    for x in condition_leaves(cond):
+        if isinstance(x, SymExpr):
             out |= x.atoms()
-        else:
+        elif not isinstance(x.const, bool):
             return None
     return out
 

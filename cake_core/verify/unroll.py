@@ -99,9 +99,9 @@ def truth(v: Value, env: Env) -> bool | None:
     return None
 
 
-def atoms(v: Value) -> set[str]:
-    """Names of the runtime indices and dims a condition depends on."""
-    out: set[str] = set()
+def condition_leaves(v: Value) -> Iterator[SymExpr | Value]:
+    """What a condition is made of: the integer expressions it compares, and the values
+    that are neither an expression nor a predicate (a scalar parameter, a constant)."""
     stack: list[object] = [v]
     while stack:
         x = stack.pop()
@@ -110,16 +110,26 @@ def atoms(v: Value) -> set[str]:
                 stack.append(x.sym)
             elif isinstance(x.const, Predicate):
                 stack.append(x.const)
-            elif isinstance(x.type, ScalarType):
-                out.add("<scalar>")
+            else:
+                yield x
         elif isinstance(x, Predicate):
             if x.op == "compare":
                 stack.extend(x.operands[1])  # type: ignore[arg-type]
             else:
                 stack.extend(x.operands)
         elif isinstance(x, SymExpr):
+            yield x
+
+
+def atoms(v: Value) -> set[str]:
+    """Names of the runtime indices and dims a condition depends on."""
+    out: set[str] = set()
+    for x in condition_leaves(v):
+        if isinstance(x, SymExpr):
             for a in x.atoms():
                 out.add(a.name if isinstance(a, Var) else "$" + a.name)  # type: ignore[attr-defined]
+        elif isinstance(x.type, ScalarType):
+            out.add("<scalar>")
     return out
 
 
