@@ -441,22 +441,25 @@ def _values(r: range) -> str:
     return f"{r[0]}, {r[1]}, ..., {r[-1]}"
 
 
-def _header_span(source: SourceFile, loop: ForOp) -> Span:
-    """The `for x in range(...)` part of a loop (its span covers the body too)."""
-    data = source.data
-    start = loop.span.start.offset
+def _top_level(data: bytes, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+    """(offset, byte) of each byte of [start, end) outside any bracket pair."""
     depth = 0
-    i = start
-    while i < min(len(data), loop.span.end.offset):
+    for i in range(start, min(end, len(data))):
         ch = data[i:i + 1]
         if ch in (b"(", b"["):
             depth += 1
         elif ch in (b")", b"]"):
             depth -= 1
-        elif ch == b":" and depth == 0:
-            break
-        i += 1
-    return source.span(start, i)
+        elif depth == 0:
+            yield i, ch
+
+
+def _header_span(source: SourceFile, loop: ForOp) -> Span:
+    """The `for x in range(...)` part of a loop (its span covers the body too)."""
+    start, end = loop.span.start.offset, loop.span.end.offset
+    colon = next((i for i, ch in _top_level(source.data, start, end) if ch == b":"),
+                 min(end, len(source.data)))
+    return source.span(start, colon)
 
 
 def _header(source: SourceFile, loop: ForOp) -> str:
@@ -467,14 +470,9 @@ def _split_top(source: SourceFile, start: int, end: int) -> list[tuple[str, Span
     """The comma-separated parts of the bytes [start, end) at bracket depth 0."""
     data = source.data
     parts: list[tuple[int, int]] = []
-    depth, first = 0, start
-    for i in range(start, end):
-        ch = data[i:i + 1]
-        if ch in (b"(", b"["):
-            depth += 1
-        elif ch in (b")", b"]"):
-            depth -= 1
-        elif ch == b"," and depth == 0:
+    first = start
+    for i, ch in _top_level(data, start, end):
+        if ch == b",":
             parts.append((first, i))
             first = i + 1
     parts.append((first, end))
