@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from edit_support import Edit, apply_edit, edits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -207,25 +208,18 @@ PIECES = [*"()[]:,.=+-*/ \n'\"#x0_", "    ", "\n    ", "ab.", "smem(", "role(", 
           "@kernel(", "regs=", "STAGES", "BM", "acquire()", "release()", "with ", "for ",
           "if k > 0:\n        ", "\n\n", "EXTRA = 1\n"]
 
-_edit = st.tuples(
-    st.sampled_from(["insert", "delete", "replace"]),
-    st.floats(min_value=0, max_value=1),
-    st.integers(min_value=1, max_value=8),
-    st.sampled_from(PIECES),
-)
+_edit = edits(PIECES, 8)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_edit, min_size=1, max_size=6), st.booleans())
 def test_random_edit_sequences_check_like_a_cold_check(
-        edits: list[tuple[str, float, int, str]], undo: bool) -> None:
+        drawn: list[Edit], undo: bool) -> None:
     s = Session(DOCUMENT)
     texts = [DOCUMENT]
     text = DOCUMENT
-    for kind, where, length, piece in edits:
-        i = int(where * len(text))
-        j = i if kind == "insert" else min(len(text), i + length)
-        text = text[:i] + ("" if kind == "delete" else piece) + text[j:]
+    for edit in drawn:
+        text = apply_edit(text, edit)
         texts.append(text)
         s.check(text)
     if undo:  # back through the same texts: reused from the cache this time

@@ -6,6 +6,7 @@ version of the same properties is `bench/fuzz_long.py`.
 
 from __future__ import annotations
 
+from edit_support import Edit, apply_edit, edit_range, edits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -66,30 +67,19 @@ def test_random_bytes(raw: bytes) -> None:
     check(parse(SourceFile.from_bytes(raw)))
 
 
-_edit = st.tuples(
-    st.sampled_from(["insert", "delete", "replace"]),
-    st.floats(min_value=0, max_value=1),
-    st.integers(min_value=1, max_value=6),
-    st.sampled_from(PIECES),
-)
+_edit = edits(PIECES, 6)
 
 
-def mutate(text: str, edits: list[tuple[str, float, int, str]]) -> str:
-    for kind, where, length, piece in edits:
-        i = int(where * len(text))
-        if kind == "insert":
-            text = text[:i] + piece + text[i:]
-        elif kind == "delete":
-            text = text[:i] + text[i + length :]
-        else:
-            text = text[:i] + piece + text[i + length :]
+def mutate(text: str, drawn: list[Edit]) -> str:
+    for edit in drawn:
+        text = apply_edit(text, edit)
     return text
 
 
 @FUZZ
 @given(st.lists(_edit, min_size=1, max_size=6))
-def test_mutated_kernel(edits: list[tuple[str, float, int, str]]) -> None:
-    check(parse(SourceFile(mutate(KERNEL, edits), "k.cake")))
+def test_mutated_kernel(drawn: list[Edit]) -> None:
+    check(parse(SourceFile(mutate(KERNEL, drawn), "k.cake")))
 
 
 _BASE = parse(SourceFile(KERNEL, "k.cake"))
@@ -97,13 +87,11 @@ _BASE = parse(SourceFile(KERNEL, "k.cake"))
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_edit, min_size=1, max_size=4))
-def test_incremental_equals_full(edits: list[tuple[str, float, int, str]]) -> None:
+def test_incremental_equals_full(drawn: list[Edit]) -> None:
     result = _BASE
-    for kind, where, length, piece in edits:
+    for edit in drawn:
         text = result.source.text
-        i = int(where * len(text))
-        j = i if kind == "insert" else min(len(text), i + length)
-        new = "" if kind == "delete" else piece
+        i, j, new = edit_range(text, edit)
         start, end = len(text[:i].encode()), len(text[:j].encode())
         result = reparse(result, start, end, new)
         full = parse(SourceFile(text[:i] + new + text[j:], "k.cake"))

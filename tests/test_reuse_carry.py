@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from edit_support import Edit, apply_edit, edits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -91,24 +92,17 @@ def test_the_chain_is_bounded() -> None:
 
 PIECES = [*"()[]:,.=+ \n'\"#x", "    ", "\n    ", "acquire()", "def ", "with ", "\n\n"]
 
-_edit = st.tuples(
-    st.sampled_from(["insert", "delete", "replace"]),
-    st.floats(min_value=0, max_value=1),
-    st.integers(min_value=1, max_value=6),
-    st.sampled_from(PIECES),
-)
+_edit = edits(PIECES, 6)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_edit, min_size=1, max_size=8))
 def test_random_edits_through_sync_equal_a_full_parse(
-        edits: list[tuple[str, float, int, str]]) -> None:
+        drawn: list[Edit]) -> None:
     doc = Document(TEXT, "k.cake")
     text = TEXT
-    for kind, where, length, piece in edits:
-        i = int(where * len(text))
-        j = i if kind == "insert" else min(len(text), i + length)
-        text = text[:i] + ("" if kind == "delete" else piece) + text[j:]
+    for edit in drawn:
+        text = apply_edit(text, edit)
         _sync(doc, text)
         same_as_full(doc)
     _sync(doc, TEXT)  # back to the clean text, through whatever records were carried
