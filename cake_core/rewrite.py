@@ -121,7 +121,7 @@ def _parent_parse(source: SourceFile) -> ParseResult:
         if found is not None:
             _PARENTS.move_to_end(key)
             return found
-    parsed = parse(SourceFile(source.text, source.path))
+    parsed = parse(source)
     with _PARENTS_LOCK:
         _PARENTS[key] = parsed
         while len(_PARENTS) > _MAX_PARENTS:

@@ -222,10 +222,11 @@ class _Shifter:
         self._delta = delta
         self._rows = rows
         self._positions: dict[int, Position] = {}
+        self._findings = LineShift(delta, rows)
 
     def record(self, old: Record) -> Record:
         stmt = self.node(old.stmt) if old.stmt is not None else None
-        diags = tuple(self.diagnostic(d) for d in old.diagnostics)
+        diags = tuple(self._findings.diagnostic(d) for d in old.diagnostics)
         if old.origin is not None:
             root, delta, rows = old.origin
             origin = (root, delta + self._delta, rows + self._rows)
@@ -241,12 +242,6 @@ class _Shifter:
                                           pos[3]))
             self._positions[pos[0]] = moved
         return moved
-
-    def span(self, span: Span) -> Span:
-        return _tuple_new(Span, (self.position(span[0]), self.position(span[1])))
-
-    def diagnostic(self, diag: Diagnostic) -> Diagnostic:
-        return LineShift(self._delta, self._rows).diagnostic(diag)
 
     def node(self, node: Any, depth: int = 0) -> Any:
         """Shift a subtree; a chain deeper than `_MAX_SHIFT_DEPTH` raises `_TooDeepToShift`
