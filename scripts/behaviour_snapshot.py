@@ -102,6 +102,18 @@ def _record_file(path: Path) -> dict[str, Any]:
     return entry
 
 
+#: Keys whose values are wall-clock measurements, not behaviour.
+VOLATILE = frozenset({"seconds"})
+
+
+def _without_timings(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
 def _record_sim(rel: str, task: str) -> dict[str, Any]:
     cake = Path(sys.executable).with_name("cake")
     proc = subprocess.run([str(cake), "run", rel, "--task", task, "--sim", "--format", "json"],
@@ -110,7 +122,7 @@ def _record_sim(rel: str, task: str) -> dict[str, Any]:
         body: Any = json.loads(proc.stdout)
     except json.JSONDecodeError:
         body = {"stdout": proc.stdout, "stderr": proc.stderr[-2000:]}
-    return {"exit": proc.returncode, "report": body}
+    return {"exit": proc.returncode, "report": _without_timings(body)}
 
 
 def record(out: Path, *, sim: bool) -> None:
@@ -147,8 +159,8 @@ def _diff(a: Any, b: Any, where: str, out: list[str]) -> None:
 
 
 def compare(before: Path, after: Path) -> int:
-    a = json.loads(before.read_text(encoding="utf-8"))
-    b = json.loads(after.read_text(encoding="utf-8"))
+    a = _without_timings(json.loads(before.read_text(encoding="utf-8")))
+    b = _without_timings(json.loads(after.read_text(encoding="utf-8")))
     diffs: list[str] = []
     _diff(a, b, "", diffs)
     n_files, n_sim = len(a["files"]), len(a["sim"])

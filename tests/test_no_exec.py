@@ -44,10 +44,9 @@ WHITELIST: dict[tuple[str, str, str], str] = {
     ("cake_core/cli.py", "LazyCakeGroup.get_command", "mod_name"):
         "the module comes from LAZY_COMMANDS, a constant table, and only for a command "
         "name found in that table",
-    ("cake_core/primitives/registry.py", "Primitive.facet", "mod_name"):
-        "a facet reference is set by Python code registering a primitive (built-in or an "
-        "installed plugin), or follows the cake_core.<analysis>.facets.<family> convention; "
-        ".cake text cannot set either",
+    ("cake_core/primitives/facets.py", "Lazy.resolve", "module"):
+        "a Lazy facet reference is written by the Python code that declares a primitive "
+        "(built-in or an installed plugin); .cake text cannot create one",
     ("cake_lsp/guard.py", "_load", "module"):
         "pass modules come from the server's own pass table; non-built-in ones must live "
         "under `tests.` (checked just above the call), and document text never reaches it",

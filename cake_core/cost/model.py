@@ -54,6 +54,7 @@ from cake_core.cost.resources import ALL_WARPS, ResourceReport, resource_report
 from cake_core.hardware import ArchSpec, GpuSpec, default_gpu, get_arch
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role
 from cake_core.ir.symbolic import SymExpr
+from cake_core.primitives.facets import FacetError, Unsupported
 
 STEADY, PROLOGUE, EPILOGUE = "steady", "prologue", "epilogue"
 CATEGORIES = ("compute", "memory", "latency", "sync", "launch")
@@ -354,11 +355,15 @@ class _Walker:
             self.body(nodes, role, execs, loop)
 
     def op(self, op: Op, role: str, execs: float, loop: int | None, phase: str) -> None:
-        facet = op.prim.facet("cost")
-        if facet is None:
+        try:
+            facet = op.prim.facet("cost")
+        except FacetError as exc:
+            raise CostError(f"`{op.prim.key}`: {exc}") from exc
+        if isinstance(facet, Unsupported):
             if op.prim.key not in self._missing:
                 self._missing.add(op.prim.key)
-                self.warnings.append(f"`{op.prim.key}` has no cost facet; counted as free")
+                self.warnings.append(f"`{op.prim.key}` has no cost model ({facet.why}); "
+                                     "counted as free")
             record = FREE
         else:
             try:

@@ -584,9 +584,10 @@ class Evaluator(BuilderForms):
                 self.diags[at] = self._arch_reported[prim.key] = replace(first, related=(
                     *first.related, Related(span, f"`{prim.name}` is also used here")))
                 return error_value(span)
+            hint = prim.unsupported or f"check docs/hardware.md for what {arch.name} offers"
             diag = codes.ARCH_UNSUPPORTED.at(
                 span, f"`{prim.name}` needs {', '.join(missing)}, which {arch.name} "
-                "does not have", notes=[_arch_hint(prim.name, arch.name)],
+                "does not have", notes=[hint],
                 related=[] if kernel is None or kernel.arch_span is None else
                 [Related(kernel.arch_span, "target arch set here")])
             self._arch_reported[prim.key] = diag
@@ -734,16 +735,6 @@ def _compare_const(op: str, a: Value, b: Value) -> bool | None:
         return None
     return {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y, "==": x == y,
             "!=": x != y}.get(op)
-
-
-def _arch_hint(prim: str, arch: str) -> str:
-    hints = {
-        "tma_load": "on sm_80 use cp_async + cp_async_commit/cp_async_wait instead",
-        "tma_store": "on sm_80 store fragments with store() instead",
-        "wgmma": "wgmma needs sm_90a (not sm_90, not sm_100a); on sm_80 use ldmatrix + mma_sync",
-        "cp_async": "cp.async needs sm_80 or newer",
-    }
-    return hints.get(prim, f"check docs/hardware.md for what {arch} offers")
 
 
 __all__ = ["INDEX_SPACES", "Evaluator", "Predicate", "ViewOrigin", "constant_truth"]

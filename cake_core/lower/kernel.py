@@ -38,6 +38,7 @@ from cake_core.lower.context import (
 )
 from cake_core.lower.emitter import Emitter, Names, c_identifier
 from cake_core.lower.plan import Group, KernelPlan, LowerError, build_plan
+from cake_core.primitives.facets import FacetError, Unsupported
 from cake_core.syntax import ast
 from cake_core.syntax.source import SourceFile
 from cake_core.verify.smem_plan import smem_plan
@@ -306,10 +307,12 @@ class _Writer:
             self.pending_pipes = None
         if op.prim.name == "fence_barrier_init":
             self.fenced = True
-        facet = op.prim.facet("lower")
-        if facet is None:
-            raise LowerError(op.span, f"`{op.prim.key}` has no lowering (its plugin gives no "
-                             "`lower` facet)")
+        try:
+            facet = op.prim.facet("lower")
+        except FacetError as exc:
+            raise LowerError(op.span, f"`{op.prim.key}`: {exc}") from exc
+        if isinstance(facet, Unsupported):
+            raise LowerError(op.span, f"`{op.prim.key}` has no lowering: {facet.why}")
         code = facet(op, ctx)
         if op.prim.name == "pipeline":
             self.pending_pipes, self.fenced = op, False

@@ -34,6 +34,7 @@ from cake_core.ir.types import (
 )
 from cake_core.lower import layouts
 from cake_core.lower.layouts import COL, ROW, Dist
+from cake_core.primitives.facets import Unsupported
 from cake_core.syntax.source import Span
 
 
@@ -208,7 +209,8 @@ class _Infer:
         if op.prim.plugin != "cake":
             # a plugin's lower facet may state its layout constraints:
             # `facet.layouts(op, get(value) -> Dist | None, put(value, dist))`
-            hook = getattr(op.prim.facet("lower"), "layouts", None)
+            facet = op.prim.facet("lower")
+            hook = None if isinstance(facet, Unsupported) else getattr(facet, "layouts", None)
             if callable(hook):
                 hook(op, lambda v: self.get(op.role, v),
                      lambda v, d: self.put(p.arg_key(op.role, v), d, op.span))

@@ -21,8 +21,15 @@ from cake_core.ir.types import (
     Type,
     shape_str,
 )
+from cake_core.primitives.facets import FacetModules
 from cake_core.primitives.registry import EffectSpec, Primitive, param
+from cake_core.primitives.traits import Trait
 from cake_core.syntax.source import Span
+
+#: Where this family's facets live; each primitive names its own attribute.
+_FACETS = FacetModules(cost="cake_core.cost.facets.copy",
+                       simulate="cake_core.sim.facets.copy",
+                       lower="cake_core.lower.facets.copy")
 
 
 def squeeze_leading(shape: Shape) -> Shape:
@@ -158,7 +165,9 @@ tma_load(sa[s], A.tile((BM, BK), (block.x, k)), ab)
 ```""",
         effects=EffectSpec(reads=("src",), writes=("dst",), async_group="tma", arrives="bar",
                            tx_bytes=True),
-        requires=frozenset({Feature.TMA}),
+        requires=frozenset({Feature.TMA}), facets=_FACETS.of("tma_load"),
+        traits=frozenset({Trait.SINGLE_THREAD}),
+        unsupported="on sm_80 use cp_async + cp_async_commit/cp_async_wait instead",
     ),
     Primitive(
         "tma_store", "copy",
@@ -169,7 +178,9 @@ tma_load(sa[s], A.tile((BM, BK), (block.x, k)), ab)
 Generic-proxy writes to `src` must be made visible first with `fence_proxy_async()`; wait
 for completion with `tma_store_wait(0)` before reusing `src`.""",
         effects=EffectSpec(reads=("src",), writes=("dst",), async_group="bulk_store"),
-        requires=frozenset({Feature.TMA}),
+        requires=frozenset({Feature.TMA}), facets=_FACETS.of("tma_store"),
+        traits=frozenset({Trait.SINGLE_THREAD, Trait.GLOBAL_STORE}),
+        unsupported="on sm_80 store fragments with store() instead",
     ),
     Primitive(
         "tma_store_wait", "copy",
@@ -177,7 +188,8 @@ for completion with `tma_store_wait(0)` before reusing `src`.""",
         _group_wait_rule,
         """Wait until at most `n` bulk TMA store groups of this thread are still pending.""",
         effects=EffectSpec(waits="bulk_store"),
-        requires=frozenset({Feature.TMA}),
+        requires=frozenset({Feature.TMA}), facets=_FACETS.of("tma_store_wait"),
+        traits=frozenset({Trait.SINGLE_THREAD}),
     ),
     Primitive(
         "cp_async", "copy",
@@ -188,13 +200,14 @@ for completion with `tma_store_wait(0)` before reusing `src`.""",
 The copy joins the current cp.async group; close the group with `cp_async_commit()` and
 wait for it with `cp_async_wait(n)` before reading `dst`.""",
         effects=EffectSpec(reads=("src",), writes=("dst",), async_group="cp_async"),
-        requires=frozenset({Feature.CP_ASYNC}),
+        requires=frozenset({Feature.CP_ASYNC}), facets=_FACETS.of("cp_async"),
+        unsupported="cp.async needs sm_80 or newer",
     ),
     Primitive(
         "cp_async_commit", "copy", (), _none_rule,
         """Close the current group of cp.async copies (cp.async.commit_group).""",
         effects=EffectSpec(fence="cp_async_commit"),
-        requires=frozenset({Feature.CP_ASYNC}),
+        requires=frozenset({Feature.CP_ASYNC}), facets=_FACETS.of("cp_async_commit"),
     ),
     Primitive(
         "cp_async_wait", "copy",
@@ -205,7 +218,7 @@ wait for it with `cp_async_wait(n)` before reading `dst`.""",
 Each thread waits only for its own copies: follow with `syncthreads()` before reading data
 other threads copied.""",
         effects=EffectSpec(waits="cp_async"),
-        requires=frozenset({Feature.CP_ASYNC}),
+        requires=frozenset({Feature.CP_ASYNC}), facets=_FACETS.of("cp_async_wait"),
     ),
     Primitive(
         "ldmatrix", "copy",
@@ -223,20 +236,21 @@ a = ldmatrix(sa[s].tile((WM, 16), (wm, kk)))
 b = ldmatrix(sb[s].tile((WN, 16), (wn, kk)).T)
 ```""",
         effects=EffectSpec(reads=("src",)),
-        requires=frozenset({Feature.LDMATRIX}),
+        requires=frozenset({Feature.LDMATRIX}), facets=_FACETS.of("ldmatrix"),
     ),
     Primitive(
         "load", "copy",
         (param("src", SmemType, TileType),),
         _load_rule,
         """Load a global tile or a shared-memory view into a register fragment (vectorised).""",
-        effects=EffectSpec(reads=("src",)),
+        effects=EffectSpec(reads=("src",)), facets=_FACETS.of("load"),
     ),
     Primitive(
         "store", "copy",
         (param("dst", SmemType, TileType), param("src", FragmentType)),
         _store_rule,
         """Store a register fragment into a global tile (clipped at the tensor's edge) or smem.""",
-        effects=EffectSpec(reads=("src",), writes=("dst",)),
+        effects=EffectSpec(reads=("src",), writes=("dst",)), facets=_FACETS.of("store"),
+        traits=frozenset({Trait.GLOBAL_STORE}),
     ),
 )

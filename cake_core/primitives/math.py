@@ -18,7 +18,15 @@ from cake_core.ir.types import (
     Type,
     shape_str,
 )
+from cake_core.primitives.facets import FacetModules
 from cake_core.primitives.registry import EffectSpec, Primitive, param
+from cake_core.primitives.traits import Trait
+
+#: Where this family's facets live; each primitive names its own attribute.
+_FACETS = FacetModules(cost="cake_core.cost.facets.math",
+                       simulate="cake_core.sim.facets.math",
+                       lower="cake_core.lower.facets.math")
+
 
 _OPERAND = (FragmentType, ScalarType, IntType)
 
@@ -153,14 +161,20 @@ def _row_arg_rule(ctx: CallContext) -> Type:
                       FragmentType(DType.I32, x.shape[:1], FragLayout.ROWS)))
 
 
+_ELEMENTWISE = frozenset({Trait.THREAD_LOCAL, Trait.ELEMENTWISE})
+_REDUCTION = frozenset({Trait.THREAD_LOCAL, Trait.ROW_REDUCTION})
+
+
 def _binary(name: str, doc: str, rule=_binary_rule) -> Primitive:
     return Primitive(name, "math", (param("a", *_OPERAND), param("b", *_OPERAND)), rule, doc,
-                     effects=EffectSpec(reads=("a", "b")))
+                     effects=EffectSpec(reads=("a", "b")), facets=_FACETS.of(name),
+                     traits=_ELEMENTWISE)
 
 
 def _unary(name: str, doc: str) -> Primitive:
     return Primitive(name, "math", (param("x", FragmentType, ScalarType),), _unary_rule, doc,
-                     effects=EffectSpec(reads=("x",)))
+                     effects=EffectSpec(reads=("x",)), facets=_FACETS.of(name),
+                     traits=_ELEMENTWISE)
 
 
 _ROW = """Reduce each row of a 2-D fragment to one value ({what}): (R, C) -> (R,).
@@ -202,26 +216,36 @@ PRIMITIVES = (
     Primitive("where", "math",
               (param("cond", FragmentType), param("a", *_OPERAND), param("b", *_OPERAND)),
               _where_rule, "Element-wise select: `a` where `cond` holds, else `b`.",
-              effects=EffectSpec(reads=("cond", "a", "b"))),
+              effects=EffectSpec(reads=("cond", "a", "b")), facets=_FACETS.of("where"),
+              traits=_ELEMENTWISE),
     Primitive("cast", "math", (param("x", FragmentType, ScalarType), param("dtype", DTypeType)),
               _cast_rule,
               "Convert a fragment to another dtype (round-to-nearest-even; saturating for fp8).",
-              effects=EffectSpec(reads=("x",))),
+              effects=EffectSpec(reads=("x",)), facets=_FACETS.of("cast"),
+              traits=_ELEMENTWISE),
     Primitive("unsqueeze", "math", (param("x", FragmentType), param("dim", IntType, const=True)),
               _unsqueeze_rule,
               "Insert a length-1 dimension at `dim` so a per-row vector broadcasts over columns.",
-              effects=EffectSpec(reads=("x",))),
+              effects=EffectSpec(reads=("x",)), facets=_FACETS.of("unsqueeze"),
+              traits=frozenset({Trait.THREAD_LOCAL})),
     Primitive("row_max", "math", (param("x", FragmentType),), _row_reduce_rule,
-              _ROW.format(what="maximum"), effects=EffectSpec(reads=("x",))),
+              _ROW.format(what="maximum"), effects=EffectSpec(reads=("x",)),
+              facets=_FACETS.of("row_max"),
+              traits=_REDUCTION),
     Primitive("row_min", "math", (param("x", FragmentType),), _row_reduce_rule,
-              _ROW.format(what="minimum"), effects=EffectSpec(reads=("x",))),
+              _ROW.format(what="minimum"), effects=EffectSpec(reads=("x",)),
+              facets=_FACETS.of("row_min"),
+              traits=_REDUCTION),
     Primitive("row_sum", "math", (param("x", FragmentType),), _row_reduce_rule,
               _ROW.format(what="sum, accumulated in the fragment's dtype"),
-              effects=EffectSpec(reads=("x",))),
+              effects=EffectSpec(reads=("x",)), facets=_FACETS.of("row_sum"),
+              traits=_REDUCTION),
     Primitive("row_argmin", "math", (param("x", FragmentType),), _row_arg_rule,
               _ARG.format(what="minimum", np="argmin", short="argmin"),
-              effects=EffectSpec(reads=("x",))),
+              effects=EffectSpec(reads=("x",)), facets=_FACETS.of("row_argmin"),
+              traits=_REDUCTION),
     Primitive("row_argmax", "math", (param("x", FragmentType),), _row_arg_rule,
               _ARG.format(what="maximum", np="argmax", short="argmax"),
-              effects=EffectSpec(reads=("x",))),
+              effects=EffectSpec(reads=("x",)), facets=_FACETS.of("row_argmax"),
+              traits=_REDUCTION),
 )

@@ -27,7 +27,15 @@ from cake_core.ir.types import (
     Type,
     shape_str,
 )
+from cake_core.primitives.facets import FacetModules
 from cake_core.primitives.registry import Primitive, param
+from cake_core.primitives.traits import Trait
+
+#: Where this family's facets live; each primitive names its own attribute.
+_FACETS = FacetModules(cost="cake_core.cost.facets.memory",
+                       simulate="cake_core.sim.facets.memory",
+                       lower="cake_core.lower.facets.memory")
+
 
 SHAPE_KINDS = (TupleType, IntType)
 
@@ -195,7 +203,8 @@ Swizzled buffers are aligned to the swizzle atom (1024 B for swizzle(128)).
 ```python
 sa = smem(bf16, (STAGES, BM, BK), layout=swizzle(128))
 ```""",
-        signature_doc="smem(dtype, shape, layout=row_major)",
+        signature_doc="smem(dtype, shape, layout=row_major)", facets=_FACETS.of("smem"),
+        traits=frozenset({Trait.THREAD_LOCAL, Trait.ALLOCATES_SMEM}),
     ),
     Primitive(
         "fragment", "memory",
@@ -212,7 +221,8 @@ filled with `fill` (0 unless given; `fill=inf` for a running minimum).
 ```python
 acc = fragment(f32, (BM, BN), layout=wgmma_acc)
 ```""",
-        signature_doc="fragment(dtype, shape, layout=rows, fill=0)",
+        signature_doc="fragment(dtype, shape, layout=rows, fill=0)", facets=_FACETS.of("fragment"),
+        traits=frozenset({Trait.THREAD_LOCAL, Trait.ALLOCATES_FRAGMENT}),
     ),
     Primitive(
         "pipeline", "memory",
@@ -228,7 +238,8 @@ parity itself, so it can never get out of phase.
 ```python
 ab = pipeline(stages=4, producer="load", consumer="mma")
 ```""",
-        requires=frozenset({Feature.MBARRIER}),
+        requires=frozenset({Feature.MBARRIER}), facets=_FACETS.of("pipeline"),
+        traits=frozenset({Trait.DECLARES_PIPELINE}),
     ),
     Primitive(
         "mbarrier", "memory",
@@ -243,7 +254,8 @@ arrival counts, transaction bytes and wait parities.
 done = mbarrier(count=1)
 ```""",
         requires=frozenset({Feature.MBARRIER}),
-        signature_doc="mbarrier(count, n=1)",
+        signature_doc="mbarrier(count, n=1)", facets=_FACETS.of("mbarrier"),
+        traits=frozenset({Trait.ALLOCATES_BARRIER}),
     ),
     Primitive(
         "tile", "memory",
@@ -258,7 +270,8 @@ dropped on stores, as TMA does.  A tile whose leading extents are 1 copies to an
 buffer of lower rank: `tma_load(sx, X.tile((1, BM, D), (b, block.x, 0)), bar)` fills a
 (BM, D) buffer from a (B, N, D) tensor.""",
         receiver=TensorType,
-        signature_doc="Tensor.tile(shape, coords)",
+        signature_doc="Tensor.tile(shape, coords)", facets=_FACETS.of("tensor_tile"),
+        traits=frozenset({Trait.THREAD_LOCAL, Trait.GLOBAL_TILE, Trait.SINGLE_THREAD}),
     ),
     Primitive(
         "tile", "memory",
@@ -271,6 +284,7 @@ buffer of lower rank: `tma_load(sx, X.tile((1, BM, D), (b, block.x, 0)), bar)` f
 a = ldmatrix(sa[s].tile((WM, 16), (wm, kk)))
 ```""",
         receiver=SmemType,
-        signature_doc="smem.tile(shape, coords)",
+        signature_doc="smem.tile(shape, coords)", facets=_FACETS.of("smem_tile"),
+        traits=frozenset({Trait.THREAD_LOCAL, Trait.SMEM_VIEW}),
     ),
 )

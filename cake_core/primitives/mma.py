@@ -17,8 +17,15 @@ from cake_core.ir.types import (
     Type,
     shape_str,
 )
+from cake_core.primitives.facets import FacetModules
 from cake_core.primitives.registry import EffectSpec, Primitive, param
+from cake_core.primitives.traits import Trait
 from cake_core.syntax.source import Span
+
+#: Where this family's facets live; each primitive names its own attribute.
+_FACETS = FacetModules(cost="cake_core.cost.facets.mma",
+                       simulate="cake_core.sim.facets.mma",
+                       lower="cake_core.lower.facets.mma")
 
 _INPUT_DTYPES = {
     "mma_sync": (DType.F16, DType.BF16),
@@ -140,7 +147,8 @@ PRIMITIVES = (
 Inputs are f16 or bf16 fragments (from `ldmatrix`), accumulation is f32.  Shapes must be
 multiples of (16, 8, 16); larger tiles issue one instruction per 16x8x16 block.""",
         effects=EffectSpec(reads=("acc", "a", "b"), writes=("acc",)),
-        requires=frozenset({Feature.MMA_SYNC}),
+        requires=frozenset({Feature.MMA_SYNC}), facets=_FACETS.of("mma_sync"),
+        traits=frozenset({Trait.MMA}),
     ),
     Primitive(
         "wgmma", "mma",
@@ -153,7 +161,9 @@ K-major buffer as `sb[s].T`).  M is a multiple of 64 (one 64-row slab per warpgr
 role), N a multiple of 8 up to 256, K a multiple of 16 (32 for fp8).  The result is not
 ready until `wgmma_wait(n)`.""",
         effects=EffectSpec(reads=("acc", "a", "b"), writes=("acc",), async_group="wgmma"),
-        requires=frozenset({Feature.WGMMA}),
+        requires=frozenset({Feature.WGMMA}), facets=_FACETS.of("wgmma"),
+        traits=frozenset({Trait.MMA}),
+        unsupported="wgmma needs sm_90a (not sm_90, not sm_100a); on sm_80 use ldmatrix + mma_sync",
     ),
     Primitive(
         "wgmma_wait", "mma",
@@ -161,6 +171,6 @@ ready until `wgmma_wait(n)`.""",
         _wait_rule,
         """Wait until at most `n` wgmma groups of this warpgroup are pending (wgmma.wait_group).""",
         effects=EffectSpec(waits="wgmma"),
-        requires=frozenset({Feature.WGMMA}),
+        requires=frozenset({Feature.WGMMA}), facets=_FACETS.of("wgmma_wait"),
     ),
 )

@@ -1,21 +1,23 @@
 """The primitive registry: every op of CAKE IR with all its facets in one place.
 
-A primitive declares its signature, the arch features it needs, its type rule, its
-effects (what it reads, writes, arrives on and waits for), its docs, and — filled in
-by the analyses that need them — its cost, simulation and lowering facets.  Built-in
-primitives and plugin primitives go through the same `Registry`; registering a name
-twice is an error, never a silent shadow.
+A primitive declares its signature, the arch features it needs (and what to use
+without them), its type rule, its effects (what it reads, writes, arrives on and waits
+for), its traits, its docs, and explicit references to its cost, simulation and lowering
+facets.  Built-in primitives and plugin primitives go through the same `Registry`;
+registering a name twice is an error, never a silent shadow.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import KW_ONLY, dataclass, field
+from typing import TYPE_CHECKING
 
 from cake_core.hardware import Feature
 from cake_core.ir.types import ErrorType, Type
+from cake_core.primitives.facets import Facet, FacetKind, Facets, Unsupported
+from cake_core.primitives.traits import Trait
 
 if TYPE_CHECKING:
     from cake_core.ir.typecheck import CallContext
@@ -82,54 +84,42 @@ class Provenance:
 
 @dataclass(frozen=True, slots=True)
 class Primitive:
+    """One op of CAKE IR and everything the compiler knows about it.
+
+    The type rule, effects, traits, arch support and docs are data on the primitive;
+    the cost, simulate and lower facets are named in `facets` (see
+    `cake_core.primitives.facets`).  Built-in and plugin primitives are declared alike.
+    """
+
     name: str
     family: str
     params: tuple[ParamSpec, ...]
     type_rule: TypeRule
     doc: str
+    _: KW_ONLY
+    facets: Facets
     effects: EffectSpec = NO_EFFECTS
+    traits: frozenset[Trait] = frozenset()
     requires: frozenset[Feature] = frozenset()
+    """Arch features the op needs; an arch without one of them rejects the op (CK104)."""
+    unsupported: str = ""
+    """What to use instead on an arch that lacks `requires` (the CK104 note)."""
     receiver: type[Type] | None = None
     """For methods (`ab.acquire()`): the receiver's type class; `self` is bound first."""
     signature_doc: str = ""
-    cost: Callable[..., Any] | str | None = None
-    simulate: Callable[..., Any] | str | None = None
-    lower: Callable[..., Any] | str | None = None
     provenance: Provenance = field(default_factory=Provenance)
     plugin: str = "cake"
 
-    def facet(self, kind: str) -> Callable[..., Any] | None:
-        """The `cost`, `simulate` or `lower` implementation, resolved lazily.
+    def facet(self, kind: FacetKind) -> Facet | Unsupported:
+        """The `cost`, `simulate` or `lower` facet (a `Lazy` one is imported now).
 
-        A facet is a callable or a "module:attr" reference.  Built-in primitives leave it
-        unset and follow the convention `cake_core.<analysis>.facets.<family>:<attr>`
-        (analysis = cost / sim / lower; attr = the primitive's name, or
-        `<receiver>_<name>` for methods, e.g. `pipeline_acquire`), so the numpy-heavy
-        simulator is imported only when a kernel is simulated.  None when absent.
+        Raises `FacetError` when a reference does not resolve: a broken facet is a fault
+        the caller reports, not an absent one.
         """
-        ref = getattr(self, kind)
-        if callable(ref):
-            return ref
-        if ref is None:
-            if self.plugin != "cake":
-                return None
-            ref = f"cake_core.{_ANALYSIS[kind]}.facets.{self.family}:{self.facet_attr}"
-        mod_name, _, attr = str(ref).partition(":")
-        import importlib
+        return self.facets.get(kind)
 
-        try:
-            mod = importlib.import_module(mod_name)
-        except ModuleNotFoundError as exc:
-            if exc.name is not None and mod_name.startswith(exc.name):
-                return None
-            raise
-        return getattr(mod, attr, None)
-
-    @property
-    def facet_attr(self) -> str:
-        if self.receiver is None:
-            return self.name
-        return f"{_receiver_name(self.receiver).lower()}_{self.name}"
+    def has(self, trait: Trait) -> bool:
+        return trait in self.traits
 
     @property
     def key(self) -> str:
@@ -152,9 +142,6 @@ class Primitive:
     @property
     def summary(self) -> str:
         return self.doc.strip().splitlines()[0] if self.doc.strip() else ""
-
-
-_ANALYSIS = {"cost": "cost", "simulate": "sim", "lower": "lower"}
 
 
 def _receiver_name(t: type[Type]) -> str:

@@ -6,7 +6,15 @@ from cake_core.diagnostics import codes
 from cake_core.hardware import Feature
 from cake_core.ir.typecheck import CallContext
 from cake_core.ir.types import BarrierType, IntType, NoneType, PipelineType, StageType, Type
+from cake_core.primitives.facets import FacetModules
 from cake_core.primitives.registry import EffectSpec, Primitive, param
+from cake_core.primitives.traits import Trait
+
+#: Where this family's facets live; each primitive names its own attribute.
+_FACETS = FacetModules(cost="cake_core.cost.facets.sync",
+                       simulate="cake_core.sim.facets.sync",
+                       lower="cake_core.lower.facets.sync")
+
 
 
 def _role_check(ctx: CallContext, side: str) -> bool:
@@ -87,6 +95,8 @@ PRIMITIVES = (
 Waits on the stage's *empty* barrier with the phase the pipeline tracks (empty barriers
 start at phase 1, so the first pass over the ring does not block).""",
         effects=EffectSpec(waits="self"), receiver=_P, requires=frozenset({Feature.MBARRIER}),
+        facets=_FACETS.of("pipeline_acquire"),
+        traits=frozenset({Trait.SINGLE_THREAD}),
     ),
     Primitive(
         "commit", "sync", (param("self", _P),), _side_rule("producer"),
@@ -95,11 +105,14 @@ start at phase 1, so the first pass over the ring does not block).""",
 With TMA copies the arrival carries the stage's transaction bytes (derived from the
 copies issued since `acquire`); with other writes it is a plain arrival.""",
         effects=EffectSpec(arrives="self"), receiver=_P, requires=frozenset({Feature.MBARRIER}),
+        facets=_FACETS.of("pipeline_commit"),
+        traits=frozenset({Trait.SINGLE_THREAD}),
     ),
     Primitive(
         "wait", "sync", (param("self", _P),), _stage_rule("consumer"),
         """Consumer: wait until the next stage is full and return its index.""",
         effects=EffectSpec(waits="self"), receiver=_P, requires=frozenset({Feature.MBARRIER}),
+        facets=_FACETS.of("pipeline_wait"),
     ),
     Primitive(
         "release", "sync", (param("self", _P),), _side_rule("consumer"),
@@ -107,6 +120,7 @@ copies issued since `acquire`); with other writes it is a plain arrival.""",
 
 Every consumer role must release every stage it waited for, after its last read of it.""",
         effects=EffectSpec(arrives="self"), receiver=_P, requires=frozenset({Feature.MBARRIER}),
+        facets=_FACETS.of("pipeline_release"),
     ),
     Primitive(
         "arrive", "sync", (param("self", _B), param("count", IntType, default=1)),
@@ -116,6 +130,8 @@ Every consumer role must release every stage it waited for, after its last read 
 The barrier's phase completes when its initial arrival count is reached, so `count`
 summed over the roles that arrive must equal the count the barrier was created with.""",
         effects=EffectSpec(arrives="self"), receiver=_B, requires=frozenset({Feature.MBARRIER}),
+        facets=_FACETS.of("mbarrier_arrive"),
+        traits=frozenset({Trait.SINGLE_THREAD}),
     ),
     Primitive(
         "expect_tx", "sync", (param("self", _B), param("bytes", IntType)), _barrier_rule,
@@ -124,29 +140,32 @@ summed over the roles that arrive must equal the count the barrier was created w
 The phase completes when all arrivals happened and the TMA copies signalled that many
 bytes.  Must equal exactly the bytes the copies deliver.""",
         effects=EffectSpec(arrives="self", tx_bytes=True), receiver=_B,
-        requires=frozenset({Feature.MBARRIER_TX}),
+        requires=frozenset({Feature.MBARRIER_TX}), facets=_FACETS.of("mbarrier_expect_tx"),
+        traits=frozenset({Trait.SINGLE_THREAD}),
     ),
     Primitive(
         "wait", "sync", (param("self", _B), param("parity", IntType)), _barrier_rule,
         """Block until the mbarrier phase with the given `parity` (0 or 1) has completed.""",
         effects=EffectSpec(waits="self"), receiver=_B, requires=frozenset({Feature.MBARRIER}),
+        facets=_FACETS.of("mbarrier_wait"),
     ),
     Primitive(
         "syncthreads", "sync", (), _none,
         """Block-wide barrier (bar.sync 0): every thread of the block, in every role, arrives.""",
-        effects=EffectSpec(fence="block"),
+        effects=EffectSpec(fence="block"), facets=_FACETS.of("syncthreads"),
+        traits=frozenset({Trait.BLOCK_BARRIER}),
     ),
     Primitive(
         "barrier_sync", "sync",
         (param("id", IntType, const=True), param("warps", IntType, const=True)), _named_rule,
         """Named barrier (bar.sync id, warps*32): wait until `warps` warps arrived on `id`.""",
-        effects=EffectSpec(fence="named"),
+        effects=EffectSpec(fence="named"), facets=_FACETS.of("barrier_sync"),
     ),
     Primitive(
         "barrier_arrive", "sync",
         (param("id", IntType, const=True), param("warps", IntType, const=True)), _named_rule,
         """Arrive on named barrier `id` without waiting (bar.arrive): the producer side.""",
-        effects=EffectSpec(fence="named_arrive"),
+        effects=EffectSpec(fence="named_arrive"), facets=_FACETS.of("barrier_arrive"),
     ),
     Primitive(
         "fence_proxy_async", "sync", (), _none,
@@ -154,6 +173,8 @@ bytes.  Must equal exactly the bytes the copies deliver.""",
 
 Needed between `store(smem_view, ...)` and a `tma_store` reading the same buffer.""",
         effects=EffectSpec(fence="proxy_async"), requires=frozenset({Feature.TMA}),
+        facets=_FACETS.of("fence_proxy_async"),
+        traits=frozenset({Trait.SINGLE_THREAD}),
     ),
     Primitive(
         "fence_barrier_init", "sync", (), _none,
@@ -161,5 +182,7 @@ Needed between `store(smem_view, ...)` and a `tma_store` reading the same buffer
 
 Follow with `syncthreads()` (or a cluster sync) before any role uses the barriers.""",
         effects=EffectSpec(fence="mbarrier_init"), requires=frozenset({Feature.MBARRIER}),
+        facets=_FACETS.of("fence_barrier_init"),
+        traits=frozenset({Trait.BARRIER_INIT_FENCE}),
     ),
 )

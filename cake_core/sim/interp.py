@@ -16,23 +16,26 @@ from typing import Any
 
 from cake_core.ir.kernel import ForOp, IfOp, Node, Op, Role
 from cake_core.ir.symbolic import Var
+from cake_core.primitives.facets import FacetError, Unsupported
 from cake_core.primitives.registry import Primitive
+from cake_core.primitives.traits import Trait
 from cake_core.sim.context import SimContext, SimUnsupported
 from cake_core.sim.state import Blocked
 
-Facet = Callable[[SimContext, Op], Any]
+Facet = Callable[[Op, SimContext], Any]
 
 _FACETS: dict[int, Facet] = {}
-#: Ops that never interact with other processes: no scheduling point after them.
-_LOCAL = frozenset({"fragment", "tile", "smem"})
 
 
 def facet_of(prim: Primitive) -> Facet:
     fn = _FACETS.get(id(prim))
     if fn is None:
-        found = prim.facet("simulate")
-        if found is None:
-            raise SimUnsupported(f"`{prim.key}` has no simulate facet")
+        try:
+            found = prim.facet("simulate")
+        except FacetError as exc:
+            raise SimUnsupported(f"`{prim.key}`: {exc}") from exc
+        if isinstance(found, Unsupported):
+            raise SimUnsupported(f"`{prim.key}` cannot be simulated: {found.why}")
         fn = _FACETS[id(prim)] = found
     return fn
 
@@ -63,7 +66,7 @@ def _op(ctx: SimContext, op: Op) -> Generator[Blocked | None, None, None]:
     proc = ctx.proc
     ctx.op = op
     while True:
-        r = fn(ctx, op)
+        r = fn(op, ctx)
         if isinstance(r, Blocked):
             proc.blocked_op = op
             yield r
@@ -80,5 +83,5 @@ def _op(ctx: SimContext, op: Op) -> Generator[Blocked | None, None, None]:
             env[v.name] = x
     for name in ctx.sk.after_op.get(id(op), ()):
         env[name] = r
-    if op.prim.family != "math" and op.prim.name not in _LOCAL:
+    if Trait.THREAD_LOCAL not in op.prim.traits:
         yield None

@@ -14,6 +14,7 @@ from cake_core.hardware import get_arch
 from cake_core.ir.types import NoneType
 from cake_core.lower.build import BuildReport, build_source
 from cake_core.lower.toolchain import find_nvcc, find_toolchain
+from cake_core.primitives.facets import Facets, Unsupported
 from cake_core.primitives.registry import Primitive, extended_registry
 from cake_core.syntax.source import SourceFile
 from cake_core.verify.smem_plan import smem_plan
@@ -98,8 +99,11 @@ def test_second_compile_hits_the_cache(cache: Path, builds: dict[str, BuildRepor
 def test_nvcc_error_points_at_the_cake_line(tmp_path: Path) -> None:
     """A (plugin) lower facet that emits an undeclared identifier: nvcc's error lands on the
     .cake line of the op, through the #line directives."""
+    untested = Unsupported("test primitive")
     bogus = Primitive("bogus", "sync", (), lambda ctx: NoneType(), "Emits invalid C++.",
-                      plugin="test", lower=lambda op, ctx: "this_is_not_declared = 1;")
+                      plugin="test", facets=Facets(
+                          cost=untested, simulate=untested,
+                          lower=lambda op, ctx: "this_is_not_declared = 1;"))
     text = _source("gemm_sm80").text.replace("    cp_async_wait(0)\n",
                                              "    cp_async_wait(0)\n    bogus()\n")
     src = SourceFile(text, "examples/gemm_sm80_bad.cake")

@@ -92,7 +92,8 @@ def test_primitive_name_clash_disables_the_plugin_not_cake() -> None:
     dup = builtin_registry().function("wgmma")
     assert dup is not None
     clash = Plugin("test-clash", "1.0", primitives=(
-        Primitive("wgmma", "mma", dup.params, dup.type_rule, "Shadow.", plugin="test-clash"),))
+        Primitive("wgmma", "mma", dup.params, dup.type_rule, "Shadow.",
+                  facets=dup.facets, plugin="test-clash"),))
     ps = load_plugins(include_installed=False, extra=[clash])
     assert ps.registry.function("wgmma") is dup
     assert any("already registered" in f.reason for f in ps.failures)

@@ -21,7 +21,7 @@ from cake_core.sim.state import AsyncOp, Blocked, Fragment, PipelineRT, TileRef
 from cake_core.sim.waits import check_init, group_wait
 
 
-def tma_load(ctx: SimContext, op: Op) -> None:
+def tma_load(op: Op, ctx: SimContext) -> None:
     if not ctx.leader(op):
         return None
     dst = ctx.view(op, "dst")
@@ -52,7 +52,7 @@ def tma_load(ctx: SimContext, op: Op) -> None:
     return None
 
 
-def tma_store(ctx: SimContext, op: Op) -> None:
+def tma_store(op: Op, ctx: SimContext) -> None:
     if not ctx.leader(op):
         return None
     tile = ctx.tile(op, "dst")
@@ -66,14 +66,14 @@ def tma_store(ctx: SimContext, op: Op) -> None:
     return None
 
 
-def tma_store_wait(ctx: SimContext, op: Op) -> Blocked | None:
+def tma_store_wait(op: Op, ctx: SimContext) -> Blocked | None:
     if not ctx.leader(op):
         return None
     r = group_wait(ctx, ctx.proc.bulk, ctx.int(op, "n"), "bulk stores")
     return r if isinstance(r, Blocked) else None
 
 
-def cp_async(ctx: SimContext, op: Op) -> None:
+def cp_async(op: Op, ctx: SimContext) -> None:
     dst = ctx.view(op, "dst")
     tile = ctx.tile(op, "src")
     ctx.global_read(tile, op)  # a negative coordinate is a fault of the issuing thread
@@ -90,12 +90,12 @@ def cp_async(ctx: SimContext, op: Op) -> None:
     return None
 
 
-def cp_async_commit(ctx: SimContext, op: Op) -> None:
+def cp_async_commit(op: Op, ctx: SimContext) -> None:
     ctx.proc.cp_groups.append(ctx.proc.cp_open)
     ctx.proc.cp_open = []
 
 
-def cp_async_wait(ctx: SimContext, op: Op) -> Blocked | None:
+def cp_async_wait(op: Op, ctx: SimContext) -> Blocked | None:
     n = ctx.int(op, "n")
     groups = ctx.proc.cp_groups
 
@@ -120,12 +120,12 @@ def _to_fragment(op: Op, bits: np.ndarray) -> Fragment:
     return Fragment(decode(bits, t.dtype).reshape(shape), t.dtype)
 
 
-def ldmatrix(ctx: SimContext, op: Op) -> Fragment:
+def ldmatrix(op: Op, ctx: SimContext) -> Fragment:
     src = ctx.view(op, "src")
     return _to_fragment(op, ctx.smem_read(src, op))
 
 
-def load(ctx: SimContext, op: Op) -> Fragment:
+def load(op: Op, ctx: SimContext) -> Fragment:
     src = ctx.arg(op, "src")
     if isinstance(src, SmemView):
         bits = ctx.smem_read(src, op)
@@ -135,7 +135,7 @@ def load(ctx: SimContext, op: Op) -> Fragment:
     return _to_fragment(op, bits)
 
 
-def store(ctx: SimContext, op: Op) -> None:
+def store(op: Op, ctx: SimContext) -> None:
     f = ctx.frag(op, "src")
     dst = ctx.arg(op, "dst")
     bits = encode(f.array, f.dtype)

@@ -36,7 +36,7 @@ def _as_float(x: Operand) -> np.ndarray | float:
 
 def _binary(fn: Callable[[Operand, Operand], Operand]
             ) -> Callable[[SimContext, Op], Fragment | float | int | bool]:
-    def facet(ctx: SimContext, op: Op) -> Fragment | float | int | bool:
+    def facet(op: Op, ctx: SimContext) -> Fragment | float | int | bool:
         with np.errstate(all="ignore"):
             return _result(op, fn(ctx.operand(op, "a"), ctx.operand(op, "b")))
 
@@ -45,7 +45,7 @@ def _binary(fn: Callable[[Operand, Operand], Operand]
 
 def _unary(fn: Callable[[np.ndarray | float], Operand]
            ) -> Callable[[SimContext, Op], Fragment | float | int | bool]:
-    def facet(ctx: SimContext, op: Op) -> Fragment | float | int | bool:
+    def facet(op: Op, ctx: SimContext) -> Fragment | float | int | bool:
         x = ctx.operand(op, "x")
         with np.errstate(all="ignore"):
             return _result(op, fn(x if fn in (np.negative, np.abs) else _as_float(x)))
@@ -76,18 +76,18 @@ sqrt = _unary(np.sqrt)
 rsqrt = _unary(lambda x: 1.0 / np.sqrt(x))
 
 
-def where(ctx: SimContext, op: Op) -> Fragment | float | int | bool:
+def where(op: Op, ctx: SimContext) -> Fragment | float | int | bool:
     c = ctx.operand(op, "cond")
     return _result(op, np.where(np.asarray(c, dtype=bool), ctx.operand(op, "a"),
                                 ctx.operand(op, "b")))
 
 
-def cast(ctx: SimContext, op: Op) -> Fragment | float | int | bool:
+def cast(op: Op, ctx: SimContext) -> Fragment | float | int | bool:
     with np.errstate(all="ignore"):
         return _result(op, ctx.operand(op, "x"))
 
 
-def unsqueeze(ctx: SimContext, op: Op) -> Fragment:
+def unsqueeze(op: Op, ctx: SimContext) -> Fragment:
     f = ctx.frag(op, "x")
     return Fragment(np.expand_dims(f.array, ctx.int(op, "dim")), f.dtype)
 
@@ -96,24 +96,24 @@ def _rows(ctx: SimContext, op: Op) -> np.ndarray:
     return np.asarray(ctx.operand(op, "x"))
 
 
-def row_max(ctx: SimContext, op: Op) -> Fragment | float | int | bool:
+def row_max(op: Op, ctx: SimContext) -> Fragment | float | int | bool:
     return _result(op, _rows(ctx, op).max(axis=1))
 
 
-def row_min(ctx: SimContext, op: Op) -> Fragment | float | int | bool:
+def row_min(op: Op, ctx: SimContext) -> Fragment | float | int | bool:
     return _result(op, _rows(ctx, op).min(axis=1))
 
 
-def row_sum(ctx: SimContext, op: Op) -> Fragment | float | int | bool:
+def row_sum(op: Op, ctx: SimContext) -> Fragment | float | int | bool:
     x = _rows(ctx, op)
     return _result(op, x.sum(axis=1, dtype=x.dtype))
 
 
-def row_argmin(ctx: SimContext, op: Op) -> tuple[Fragment | float | int | bool, ...]:
+def row_argmin(op: Op, ctx: SimContext) -> tuple[Fragment | float | int | bool, ...]:
     x = _rows(ctx, op)
     return _result(op, x.min(axis=1), 0), _result(op, x.argmin(axis=1).astype(np.int32), 1)
 
 
-def row_argmax(ctx: SimContext, op: Op) -> tuple[Fragment | float | int | bool, ...]:
+def row_argmax(op: Op, ctx: SimContext) -> tuple[Fragment | float | int | bool, ...]:
     x = _rows(ctx, op)
     return _result(op, x.max(axis=1), 0), _result(op, x.argmax(axis=1).astype(np.int32), 1)

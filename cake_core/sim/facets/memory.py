@@ -12,13 +12,13 @@ from cake_core.sim.layout import SmemView
 from cake_core.sim.state import Fragment, GlobalTensor, MBarrier, PipelineRT, TileRef
 
 
-def smem(ctx: SimContext, op: Op) -> SmemView:
+def smem(op: Op, ctx: SimContext) -> SmemView:
     t = op.results[0].type
     assert isinstance(t, SmemType)
     return SmemView.whole(ctx.sk.buffers[t.buffer]).retyped(t)
 
 
-def fragment(ctx: SimContext, op: Op) -> Fragment:
+def fragment(op: Op, ctx: SimContext) -> Fragment:
     t = op.results[0].type
     assert isinstance(t, FragmentType)
     shape = const_shape(t.shape)
@@ -29,7 +29,7 @@ def fragment(ctx: SimContext, op: Op) -> Fragment:
     return Fragment(np.full(shape, value, dtype=VALUE[t.dtype]), t.dtype)
 
 
-def pipeline(ctx: SimContext, op: Op) -> PipelineRT:
+def pipeline(op: Op, ctx: SimContext) -> PipelineRT:
     """The block's pipeline (made by whichever process gets here first).
 
     full[s] expects one arrival per producer process, empty[s] one per consumer process,
@@ -50,7 +50,7 @@ def pipeline(ctx: SimContext, op: Op) -> PipelineRT:
     return obj
 
 
-def mbarrier(ctx: SimContext, op: Op) -> list[MBarrier]:
+def mbarrier(op: Op, ctx: SimContext) -> list[MBarrier]:
     """Raw mbarriers; the op's elected thread (the group leader) initialises them."""
     t = op.results[0].type
     assert isinstance(t, BarrierType)
@@ -74,13 +74,13 @@ def _ints(x: object) -> tuple[int, ...]:
     return tuple(int(e) for e in x)
 
 
-def tensor_tile(ctx: SimContext, op: Op) -> TileRef:
+def tensor_tile(op: Op, ctx: SimContext) -> TileRef:
     t = ctx.arg(op, "self")
     assert isinstance(t, GlobalTensor)
     return TileRef(t, _ints(ctx.arg(op, "shape")), _ints(ctx.arg(op, "coords")))
 
 
-def smem_tile(ctx: SimContext, op: Op) -> SmemView:
+def smem_tile(op: Op, ctx: SimContext) -> SmemView:
     view = ctx.view(op, "self")
     t = op.results[0].type
     assert isinstance(t, SmemType)

@@ -26,13 +26,13 @@ def _product(a: np.ndarray, b: np.ndarray, dtype: DType) -> np.ndarray:
     return x @ y  # float32 BLAS (passing dtype= to matmul would bypass it)
 
 
-def mma_sync(ctx: SimContext, op: Op) -> None:
+def mma_sync(op: Op, ctx: SimContext) -> None:
     acc = ctx.frag(op, "acc")
     a, b = ctx.frag(op, "a"), ctx.frag(op, "b")
     acc.array += _product(a.array, b.array, a.dtype)
 
 
-def wgmma(ctx: SimContext, op: Op) -> None:
+def wgmma(op: Op, ctx: SimContext) -> None:
     acc = ctx.frag(op, "acc", pending_ok=True)
     a_src = ctx.arg(op, "a")
     b_view = ctx.view(op, "b")
@@ -61,7 +61,7 @@ def wgmma(ctx: SimContext, op: Op) -> None:
     ctx.proc.wgmma.append(g)
 
 
-def wgmma_wait(ctx: SimContext, op: Op) -> Blocked | None:
+def wgmma_wait(op: Op, ctx: SimContext) -> Blocked | None:
     r = group_wait(ctx, ctx.proc.wgmma, ctx.int(op, "n"), "wgmma groups")
     if isinstance(r, Blocked):
         return r

@@ -28,7 +28,7 @@ def _bind_phase(ctx: SimContext, op: Op, phase: int) -> None:
 
 
 # --- pipelines -------------------------------------------------------------------------------
-def pipeline_acquire(ctx: SimContext, op: Op) -> Blocked | int:
+def pipeline_acquire(op: Op, ctx: SimContext) -> Blocked | int:
     pipe = ctx.pipeline(op, "self")
     cur = ctx.proc.cursor(pipe.name)
     s = cur.acq_stage
@@ -43,7 +43,7 @@ def pipeline_acquire(ctx: SimContext, op: Op) -> Blocked | int:
     return s
 
 
-def pipeline_commit(ctx: SimContext, op: Op) -> None:
+def pipeline_commit(op: Op, ctx: SimContext) -> None:
     pipe = ctx.pipeline(op, "self")
     cur = ctx.proc.cursor(pipe.name)
     if not cur.acquired:
@@ -59,7 +59,7 @@ def pipeline_commit(ctx: SimContext, op: Op) -> None:
     ctx.proc.tick()
 
 
-def pipeline_wait(ctx: SimContext, op: Op) -> Blocked | int:
+def pipeline_wait(op: Op, ctx: SimContext) -> Blocked | int:
     pipe = ctx.pipeline(op, "self")
     cur = ctx.proc.cursor(pipe.name)
     s = cur.wait_stage
@@ -74,7 +74,7 @@ def pipeline_wait(ctx: SimContext, op: Op) -> Blocked | int:
     return s
 
 
-def pipeline_release(ctx: SimContext, op: Op) -> None:
+def pipeline_release(op: Op, ctx: SimContext) -> None:
     pipe = ctx.pipeline(op, "self")
     cur = ctx.proc.cursor(pipe.name)
     if not cur.waited:
@@ -88,7 +88,7 @@ def pipeline_release(ctx: SimContext, op: Op) -> None:
 
 
 # --- raw mbarriers ------------------------------------------------------------------------
-def mbarrier_arrive(ctx: SimContext, op: Op) -> None:
+def mbarrier_arrive(op: Op, ctx: SimContext) -> None:
     if not ctx.leader(op):
         return
     bar = ctx.barrier(op, "self")
@@ -100,7 +100,7 @@ def mbarrier_arrive(ctx: SimContext, op: Op) -> None:
     ctx.proc.tick()
 
 
-def mbarrier_expect_tx(ctx: SimContext, op: Op) -> None:
+def mbarrier_expect_tx(op: Op, ctx: SimContext) -> None:
     if not ctx.leader(op):
         return
     bar = ctx.barrier(op, "self")
@@ -111,7 +111,7 @@ def mbarrier_expect_tx(ctx: SimContext, op: Op) -> None:
     ctx.proc.tick()
 
 
-def mbarrier_wait(ctx: SimContext, op: Op) -> Blocked | None:
+def mbarrier_wait(op: Op, ctx: SimContext) -> Blocked | None:
     bar = ctx.barrier(op, "self")
     check_init(ctx, op, bar)
     r = parity_wait(ctx, op, bar, ctx.int(op, "parity") & 1)
@@ -142,7 +142,7 @@ def _group_sync(ctx: SimContext, op: Op, bar: GroupBarrier, wait: bool) -> Block
     return Blocked(f"waits at {what}", lambda: bar.gen > g)
 
 
-def syncthreads(ctx: SimContext, op: Op) -> Blocked | None:
+def syncthreads(op: Op, ctx: SimContext) -> Blocked | None:
     return _group_sync(ctx, op, ctx.block.group_barrier(0, ctx.block.warps), True)
 
 
@@ -155,22 +155,22 @@ def _named(ctx: SimContext, op: Op) -> GroupBarrier:
     return bar
 
 
-def barrier_sync(ctx: SimContext, op: Op) -> Blocked | None:
+def barrier_sync(op: Op, ctx: SimContext) -> Blocked | None:
     return _group_sync(ctx, op, _named(ctx, op), True)
 
 
-def barrier_arrive(ctx: SimContext, op: Op) -> None:
+def barrier_arrive(op: Op, ctx: SimContext) -> None:
     _group_sync(ctx, op, _named(ctx, op), False)
 
 
 # --- fences --------------------------------------------------------------------------------
-def fence_proxy_async(ctx: SimContext, op: Op) -> None:
+def fence_proxy_async(op: Op, ctx: SimContext) -> None:
     for acc in ctx.proc.unfenced:
         acc.fenced = True
     ctx.proc.unfenced.clear()
 
 
-def fence_barrier_init(ctx: SimContext, op: Op) -> None:
+def fence_barrier_init(op: Op, ctx: SimContext) -> None:
     for obj in ctx.block.objects.values():
         if isinstance(obj, list):
             for b in obj:

@@ -25,7 +25,9 @@ from cake_core.ir.types import (
     Type,
     shape_str,
 )
+from cake_core.primitives.facets import Facets, Lazy
 from cake_core.primitives.registry import EffectSpec, Primitive, Provenance, param
+from cake_core.primitives.traits import Trait
 
 PLUGIN_NAME = "cake-kmeans"
 
@@ -94,9 +96,10 @@ ARGMIN_UPDATE = Primitive(
     argmin_update_rule,
     DOC,
     effects=EffectSpec(reads=("dist", "best_v", "best_i"), writes=("best_v", "best_i")),
-    cost="cake_kmeans.cost:argmin_update",
-    simulate="cake_kmeans.simulate:argmin_update",
-    lower="cake_kmeans.lower:ARGMIN_UPDATE",
+    facets=Facets(cost=Lazy("cake_kmeans.cost:argmin_update"),
+                  simulate=Lazy("cake_kmeans.simulate:argmin_update"),
+                  lower=Lazy("cake_kmeans.lower:ARGMIN_UPDATE")),
+    traits=frozenset({Trait.THREAD_LOCAL}),
     provenance=Provenance("hand-written", "2026-12-02", ("examples/kmeans_assign_sm90.cake",)),
     plugin=PLUGIN_NAME,
 )

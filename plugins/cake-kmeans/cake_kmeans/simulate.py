@@ -26,7 +26,7 @@ def online_argmin(best_v: np.ndarray, best_i: np.ndarray, dist: np.ndarray, offs
     return new_v, new_i
 
 
-def argmin_update(ctx: SimContext, op: Op) -> None:
+def argmin_update(op: Op, ctx: SimContext) -> None:
     best_v = ctx.frag(op, "best_v")
     best_i = ctx.frag(op, "best_i")
     dist = np.asarray(ctx.operand(op, "dist"))

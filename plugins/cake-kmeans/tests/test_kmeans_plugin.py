@@ -17,6 +17,7 @@ from cake_core.check import check_text
 from cake_core.cost.model import cost_context
 from cake_core.diagnostics.model import apply_edits
 from cake_core.plugins import load_plugins
+from cake_core.primitives.facets import check_facet
 from cake_core.sim import SimKernel, simulate
 from cake_core.sim.tasks_run import run_task
 from cake_core.tasks import load_task
@@ -287,6 +288,6 @@ def test_plugin_loads_through_its_entry_point() -> None:
     assert not [f for f in ps.failures if f.plugin == "cake-kmeans"]
     prim = ps.registry.function("argmin_update")
     for kind in ("cost", "simulate", "lower"):
-        assert callable(prim.facet(kind)), kind
+        assert check_facet(prim.facets.ref(kind)) is None, kind
     assert prim.provenance.origin == "hand-written"
     assert "examples/kmeans_assign_sm90.cake" in prim.provenance.examples

@@ -1,0 +1,63 @@
+"""Traits: the properties of a primitive that analyses ask about instead of its name.
+
+An analysis that needs to know "is this op a tensor-core MMA?" or "does it allocate
+shared memory?" asks `Trait.MMA in op.prim.traits`, so a plugin primitive with the same
+property is handled the same way as a built-in, and a new primitive states what it is
+in its own declaration instead of in every analysis that special-cases it.
+
+What an op does to memory and barriers is not a trait: that is its `EffectSpec`
+(reads, writes, async group, arrivals, waits, fences).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Trait(Enum):
+    """A property an analysis may dispatch on; the value is how docs name it."""
+
+    THREAD_LOCAL = "thread-local"
+    """Touches nothing another thread can see (registers, views, allocations): the
+    simulator does not switch processes after it."""
+
+    ALLOCATES_SMEM = "allocates shared memory"
+    """`smem(...)`: its result is a shared-memory buffer placed by the smem plan."""
+
+    ALLOCATES_BARRIER = "allocates an mbarrier"
+    """`mbarrier(...)`: its result is a raw barrier (placed in smem, initialised once)."""
+
+    ALLOCATES_FRAGMENT = "allocates a register fragment"
+    """`fragment(...)`: its result is a register tile with a fixed layout."""
+
+    DECLARES_PIPELINE = "declares a pipeline"
+    """`pipeline(...)`: its result owns a ring of full/empty barriers."""
+
+    SMEM_VIEW = "views shared memory"
+    """A view of a buffer (`sa[s]`, `sa.tile(...)`): no data moves."""
+
+    GLOBAL_TILE = "names a global tile"
+    """A tile of a global tensor (`A.tile(...)`): an address computation, no data moves."""
+
+    MMA = "tensor-core MMA"
+    """Reads `a` and `b` as MMA operands and accumulates into `acc`."""
+
+    ELEMENTWISE = "elementwise"
+    """Register math applied element by element (result layout = operand layout)."""
+
+    ROW_REDUCTION = "row reduction"
+    """Reduces each row of a 2-D fragment (a warp collective: lanes of a row shuffle)."""
+
+    SINGLE_THREAD = "issued by one thread"
+    """Issued by a single elected thread of its role in the lowering (TMA, pipeline
+    producer steps, barrier arrivals), so a role made only of such ops can run on one
+    thread."""
+
+    GLOBAL_STORE = "stores to global memory"
+    """Writes a global tensor (the lowering guards it against the tensor's bounds)."""
+
+    BLOCK_BARRIER = "block barrier"
+    """`syncthreads()`: every thread of the block meets here."""
+
+    BARRIER_INIT_FENCE = "fences barrier initialisation"
+    """Makes the mbarrier initialisations visible to the async proxy and the cluster."""
