@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cake_core.ir.kernel import Op  # noqa: E402
+from cake_core.primitives.facets import Unsupported  # noqa: E402
 from cake_core.sim import RoundRobin, SimContext, SimKernel, simulate  # noqa: E402
 from cake_core.sim.interp import Facet  # noqa: E402
 from cake_core.sim.runstate import BlockState  # noqa: E402
@@ -46,10 +47,10 @@ def profile(sk: SimKernel, dims: dict[str, int], inputs: dict) -> dict[str, floa
     spent: dict[str, float] = {}
 
     def timed(fn: Facet, label: str) -> Facet:
-        def run(ctx: SimContext, op: Op) -> object:
+        def run(op: Op, ctx: SimContext) -> object:
             t0 = time.perf_counter()
             try:
-                return fn(ctx, op)
+                return fn(op, ctx)
             finally:
                 spent[label] = spent.get(label, 0.0) + time.perf_counter() - t0
         return run
@@ -67,7 +68,7 @@ def profile(sk: SimKernel, dims: dict[str, int], inputs: dict) -> dict[str, floa
 
     for prim in builtin_registry().all():
         fn = prim.facet("simulate")
-        if fn is not None:
+        if not isinstance(fn, Unsupported):
             interp._FACETS[id(prim)] = timed(fn, f"issue {prim.family} ops")
     engine._complete = complete
     try:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from cake_core.check import default_plugins
+from cake_core.hardware import ARCHES
 from cake_core.ir.types import NoneType
 from cake_core.primitives.facets import (
     FACET_KINDS,
@@ -43,8 +44,11 @@ def test_primitive_facets_are_complete_and_well_typed(prim: Primitive) -> None:
     assert len(params) == 1, f"{prim.key}: a type rule takes (ctx)"
     assert isinstance(prim.effects, EffectSpec)
     assert all(isinstance(t, Trait) for t in prim.traits), prim.traits
-    if prim.unsupported:
-        assert prim.requires, f"{prim.key}: `unsupported` explains missing arch features"
+    lacking = [a for a, spec in ARCHES.items() if not spec.features.issuperset(prim.requires)]
+    if lacking:
+        assert prim.unsupported.strip(), (
+            f"{prim.key} is unsupported on {', '.join(lacking)}: say why and what to use "
+            "instead in `unsupported=`")
 
 
 def _referenced(kind: FacetKind) -> set[str]:

@@ -48,6 +48,19 @@ def _is_name_data(node: ast.AST) -> bool:
     return False
 
 
+def _branches_on_name(node: ast.AST, aliases: frozenset[str]) -> bool:
+    """A comparison of a primitive's name with name data, or a lookup keyed by it."""
+    if isinstance(node, ast.Compare):
+        sides = [node.left, *node.comparators]
+        return any(_is_prim_name(s, aliases) for s in sides) and \
+            any(_is_name_data(s) for s in sides)
+    if isinstance(node, ast.Subscript):
+        return _is_prim_name(node.slice, aliases)
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get" and bool(node.args)
+            and _is_prim_name(node.args[0], aliases))
+
+
 def name_branches(path: Path) -> list[int]:
     """Lines of `path` that branch on, or look up by, a primitive's name."""
     text = path.read_text(encoding="utf-8")
@@ -61,16 +74,7 @@ def name_branches(path: Path) -> list[int]:
             if isinstance(a, ast.Assign) and len(a.targets) == 1
             and isinstance(a.targets[0], ast.Name) and _is_prim_name(a.value))
         for node in ast.walk(scope):
-            if isinstance(node, ast.Compare):
-                sides = [node.left, *node.comparators]
-                if any(_is_prim_name(s, aliases) for s in sides) and \
-                        any(_is_name_data(s) for s in sides):
-                    hits.add(node.lineno)
-            elif isinstance(node, ast.Subscript) and _is_prim_name(node.slice, aliases):
-                hits.add(node.lineno)
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                  and node.func.attr == "get" and node.args
-                  and _is_prim_name(node.args[0], aliases)):
+            if _branches_on_name(node, aliases):
                 hits.add(node.lineno)
     return sorted(n for n in hits if "# name-branch:" not in lines[n - 1])
 

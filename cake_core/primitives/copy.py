@@ -189,6 +189,8 @@ for completion with `tma_store_wait(0)` before reusing `src`.""",
         """Wait until at most `n` bulk TMA store groups of this thread are still pending.""",
         effects=EffectSpec(waits="bulk_store"),
         requires=frozenset({Feature.TMA}), facets=_FACETS.of("tma_store_wait"),
+        unsupported=("bulk (TMA) stores need sm_90; on sm_80 store() writes synchronously and "
+                     "needs no wait"),
         traits=frozenset({Trait.SINGLE_THREAD}),
     ),
     Primitive(

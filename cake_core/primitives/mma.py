@@ -172,5 +172,7 @@ ready until `wgmma_wait(n)`.""",
         """Wait until at most `n` wgmma groups of this warpgroup are pending (wgmma.wait_group).""",
         effects=EffectSpec(waits="wgmma"),
         requires=frozenset({Feature.WGMMA}), facets=_FACETS.of("wgmma_wait"),
+        unsupported=("wgmma needs sm_90a; on sm_80 mma_sync completes synchronously and needs no "
+                     "wait"),
     ),
 )

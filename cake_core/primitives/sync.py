@@ -141,6 +141,8 @@ The phase completes when all arrivals happened and the TMA copies signalled that
 bytes.  Must equal exactly the bytes the copies deliver.""",
         effects=EffectSpec(arrives="self", tx_bytes=True), receiver=_B,
         requires=frozenset({Feature.MBARRIER_TX}), facets=_FACETS.of("mbarrier_expect_tx"),
+        unsupported=("transaction counts on mbarriers (expect_tx) need sm_90; on sm_80 count "
+                     "arrivals only (cp_async with mbarrier.arrive)"),
         traits=frozenset({Trait.SINGLE_THREAD}),
     ),
     Primitive(
@@ -174,6 +176,8 @@ bytes.  Must equal exactly the bytes the copies deliver.""",
 Needed between `store(smem_view, ...)` and a `tma_store` reading the same buffer.""",
         effects=EffectSpec(fence="proxy_async"), requires=frozenset({Feature.TMA}),
         facets=_FACETS.of("fence_proxy_async"),
+        unsupported=("fence.proxy.async orders generic-proxy writes before TMA reads, and TMA "
+                     "needs sm_90; on sm_80 a plain store() needs no proxy fence"),
         traits=frozenset({Trait.SINGLE_THREAD}),
     ),
     Primitive(
