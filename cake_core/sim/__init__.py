@@ -24,11 +24,11 @@ Model
 
 Facet calling convention
 ------------------------
-Every primitive has a simulate facet, `Primitive.facet("simulate")`; built-ins live in
-`cake_core.sim.facets.<family>` under the primitive's name (`<receiver>_<name>` for
-methods, e.g. `pipeline_acquire`).  A facet is
+Every primitive names its simulate facet, `Primitive.facet("simulate")`; built-ins live in
+`cake_core.sim.facets.<family>` (e.g. `Lazy("cake_core.sim.facets.sync:pipeline_acquire")`),
+and a primitive the simulator cannot run says so with `Unsupported(why)`.  A facet is
 
-    fn(ctx: SimContext, op: Op) -> None | value | tuple[value, ...] | Blocked
+    fn(op: Op, ctx: SimContext) -> None | value | tuple[value, ...] | Blocked
 
 - `ctx` (`context.py`) is bound to the running process: `ctx.arg/int/view/tile/frag/
   operand/barrier/pipeline(op, name)` read arguments; `ctx.smem_read/smem_write/

@@ -1,6 +1,6 @@
 """Cost facets of the built-in primitives, one module per family.
 
-Each function is found by name through `Primitive.facet("cost")`
-(`cake_core.cost.facets.<family>:<name>`, or `<receiver>_<name>` for methods) and maps
-`(op, ctx)` to the `CostRecord` of one execution of the op by one block.
+Each primitive names its facet explicitly (`Facets(cost=Lazy("cake_core.cost.facets.mma:wgmma"),
+...)` in `cake_core/primitives/<family>.py`); a facet maps `(op, ctx)` to the `CostRecord` of
+one execution of the op by one block.
 """
