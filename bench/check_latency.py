@@ -8,7 +8,7 @@ bench/results/check_latency.json.
 
 Target: p95 < 20 ms for a 200-line kernel (parse + type check).
 
-The process is set up as the language server sets itself up (`cake_core.gc_policy.settle`
+The process is set up as the language server sets itself up (`cake_lsp.heap.Heap.started`
 after loading): the cycle collector's full passes are what the p95 would otherwise show.
 
     python bench/check_latency.py [--repeat 50]
@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _kernels import ROOT, dense, synthetic
 
-from cake_core import gc_policy
 from cake_core.check import check_source, default_plugins
 from cake_core.syntax.parser import parse, reparse
 from cake_core.syntax.source import SourceFile
 from cake_core.verify.cache import KernelVerdicts
+from cake_lsp.heap import Heap
 
 TARGET_P95_MS = 20.0
 COLUMNS = (("parse", "parse"), ("types", "+types"), ("check", "+verify"),
@@ -82,7 +82,7 @@ def main() -> None:
               ("dense-200 (1 kernel)", dense(200)),
               ("synthetic-2000", synthetic(2000))]
     check_source(SourceFile(cases[0][1], "warm.cake"))  # load plugins and registry first
-    gc_policy.settle()
+    Heap().started()
     rows = [measure(n, t, args.repeat) for n, t in cases]
     head = f"{'file':<27}{'lines':>6}" + "".join(f"{title + ' p50/p95':>22}"
                                                   for _, title in COLUMNS)

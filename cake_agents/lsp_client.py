@@ -75,10 +75,6 @@ def apply_lsp_edits(text: str, edits: Sequence[tuple[int, int, int, int, str]]) 
     return apply_edits(text, out)
 
 
-def _uri_path(uri: str) -> str:
-    return uri.removeprefix("file://")
-
-
 class CakeLspClient:
     """A running `cake lsp` and the documents this client has open in it."""
 

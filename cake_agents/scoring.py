@@ -124,9 +124,3 @@ def score(times: Mapping[str, float], baseline: Mapping[str, float],
     if sp is None:
         return None
     return weighted_geomean((sp[s.key], s.weight) for s in shapes)
-
-
-def flagged_shapes(times: Mapping[str, float], baseline: Mapping[str, float],
-                   floors: Mapping[str, float]) -> list[str]:
-    return [k for k, t in times.items()
-            if k in baseline and shape_speedup(baseline[k], t, floors.get(k, 0.0))[1]]

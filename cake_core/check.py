@@ -90,15 +90,17 @@ def check_source(source: SourceFile, *, arch: str | None = None,
     """Parse, build and verify one source file.  Never raises on any input.
 
     Verifier rules come from `plugins` (default: the project's plugins, built-ins
-    first); `passes` replaces them with plain passes (tests, tools), and `kernel_passes`
-    (by name) adds passes that judge each kernel alone, run kernel by kernel so kernels
-    unchanged since the last check reuse their findings (the language server's built-ins).
+    first), whose `[tool.cake] disable` drops findings by code; `passes` replaces the
+    rules with plain passes (tests, tools), and `kernel_passes` (by name) adds passes
+    that judge each kernel alone, run kernel by kernel so kernels unchanged since the
+    last check reuse their findings (the language server's built-ins).
     `kernels` (the language server's, one per document) reuses the type check of kernels
     unchanged since the last check of the same document; the program is then built
     lazily, on the first read of `CheckResult.program`.
     """
     result = CheckResult(source, None, None)
     diags: list[Diagnostic] = []
+    ps = PluginSet()
     try:
         result.parse = parsed or parse(source)
         diags.extend(result.parse.diagnostics)
@@ -128,7 +130,7 @@ def check_source(source: SourceFile, *, arch: str | None = None,
             f"internal compiler error: {type(exc).__name__}: {exc}",
             notes=[f"at {Path(tb.filename).name}:{tb.lineno} in {tb.name}",
                    "please report this with the file that triggered it"]))
-    result.diagnostics = sort_diagnostics([d.with_path(source.path) for d in diags])
+    result.diagnostics = sort_diagnostics([d.with_path(source.path) for d in ps.shown(diags)])
     return result
 
 

@@ -105,7 +105,7 @@ def check(paths: tuple[str, ...], arch: str | None, fmt: str, output: str | None
 
     Exit status: 0 clean, 1 findings (errors or warnings), 2 usage or internal error.
     """
-    from cake_core.check import check_source
+    from cake_core.check import check_source, default_plugins
     from cake_core.hardware import get_arch, suggest_arch
     from cake_core.syntax.source import SourceFile
 
@@ -116,6 +116,8 @@ def check(paths: tuple[str, ...], arch: str | None, fmt: str, output: str | None
     files = _collect(paths)
     if not files:
         raise click.UsageError("no .cake files found")
+    for warning in default_plugins().warnings:
+        click.echo(f"warning: {warning}", err=True)
     diags = []
     sources: dict[str, SourceFile] = {}
     results = []

@@ -72,9 +72,6 @@ class KernelEntry:
     def path(self) -> Path:
         return ROOT / self.source
 
-    def to_kernel(self, name: str) -> str:
-        return self.params.get(name, name)
-
 
 @dataclass(frozen=True)
 class Comparison:

@@ -59,9 +59,6 @@ class Codec:
         return lsp.Range(start=self.position(source, span.start),
                          end=self.position(source, span.end))
 
-    def offset_range(self, source: SourceFile, start: int, end: int) -> lsp.Range:
-        return self.range(source, source.span(start, end))
-
     # -- protocol -> CAKE -------------------------------------------------------------------
     def offset(self, source: SourceFile, pos: lsp.Position, *, strict: bool = True) -> int:
         """The byte offset of a protocol position.

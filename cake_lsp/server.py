@@ -144,18 +144,18 @@ class CakeLanguageServer(LanguageServer):
     def load_plugins(self, root: Path | None) -> None:
         """Load the plugins of the project at `root` (its `[tool.cake]` settings apply)."""
         config = load_config(root)
-        for problem in config.problems:
-            self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning,
-                                                           message=f"CAKE: {problem}"))
         try:
             self.plugins = load_plugins(config)
         except Exception as exc:  # the server must come up even if plugin loading breaks
             logger.exception("loading plugins failed")
-            self.plugins = PluginSet()
+            self.plugins = PluginSet(warnings=list(config.problems))
             self.window_show_message(lsp.ShowMessageParams(
                 type=lsp.MessageType.Error,
                 message=f"CAKE: could not load plugins ({type(exc).__name__}: {exc}); "
                         "checking with the built-in rules only"))
+        for warning in self.plugins.warnings:
+            self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning,
+                                                           message=f"CAKE: {warning}"))
         self.guard = PassGuard.from_plugins(self.plugins, self._environ)
         self.guard.on_disable = self._pass_disabled
         self.heap.started()

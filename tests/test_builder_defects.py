@@ -7,7 +7,7 @@ use-tracking by `id()` that a new value could inherit from a dead one.
 
 from __future__ import annotations
 
-from pathlib import Path
+from kernels import GEMM_SM90_BLOCK
 
 from cake_core.check import check_text
 from cake_core.diagnostics import codes
@@ -20,8 +20,7 @@ from cake_core.syntax import ast
 from cake_core.syntax.parser import parse
 from cake_core.syntax.source import SourceFile
 
-SEED = Path(__file__).resolve().parents[1] / "bench" / "data" / "gemm_sm90_block.cake"
-HEADER, _, GEMM = SEED.read_text(encoding="utf-8").partition("# --- kernel ---\n")
+HEADER, _, GEMM = GEMM_SM90_BLOCK.read_text(encoding="utf-8").partition("# --- kernel ---\n")
 """The constants and dims; a warp-specialised sm_90a GEMM kernel, `gemm`, checking clean."""
 
 

@@ -8,37 +8,13 @@ import re
 from pathlib import Path
 
 import pytest
+from kernels import GEMM_SM90 as GEMM
 
 from cake_core.diagnostics.model import Applicability, Diagnostic, apply_edits
 from cake_core.syntax import ast
 from cake_core.syntax.convert import MAX_DEPTH
 from cake_core.syntax.parser import MAX_DIAGNOSTICS, Document, ParseResult, parse, reparse
 from cake_core.syntax.source import SourceFile
-
-GEMM = '''\
-BM, BN, BK, STAGES = 128, 256, 64, 4
-M, N, K = dim("M"), dim("N"), dim("K", multiple_of=64)
-
-@kernel(arch="sm_90a", grid=(cdiv(M, BM), cdiv(N, BN)), warps=12)
-def gemm(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (N, K)], C: Tensor[bf16, (M, N)]):
-    sa = smem(bf16, (STAGES, BM, BK), layout=swizzle(128))
-    sb = smem(bf16, (STAGES, BN, BK), layout=swizzle(128))
-    ab = pipeline(stages=STAGES, producer="load", consumer="mma")
-    with role("load", warps=range(0, 4), regs=40):
-        for k in range(cdiv(K, BK)):
-            s = ab.acquire()
-            tma_load(sa[s], A.tile((BM, BK), (block.x, k)), ab)
-            tma_load(sb[s], B.tile((BN, BK), (block.y, k)), ab)
-            ab.commit()
-    with role("mma", warps=range(4, 12), regs=232):
-        acc = fragment(f32, (BM, BN), layout=wgmma_acc)
-        for k in range(cdiv(K, BK)):
-            s = ab.wait()
-            wgmma(acc, sa[s], sb[s].T)
-            wgmma_wait(0)
-            ab.release()
-        store(C.tile((BM, BN), (block.x, block.y)), cast(acc, bf16))
-'''
 
 
 def p(text: str) -> ParseResult:

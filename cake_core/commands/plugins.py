@@ -40,10 +40,9 @@ def doctor() -> None:
     from cake_core.plugins import load_config, load_plugins
     from cake_core.syntax.source import SourceFile
 
-    config = load_config()
-    for problem in config.problems:
-        click.echo(f"config: {problem}")
-    ps = load_plugins(config)
+    ps = load_plugins(load_config())
+    for warning in ps.warnings:
+        click.echo(f"config: {warning}")
     samples = sorted(Path("examples").glob("*.cake")) if Path("examples").is_dir() else []
     for s in samples:
         check_source(SourceFile.read(s, s.as_posix()), plugins=ps)
@@ -53,7 +52,7 @@ def doctor() -> None:
         click.echo(f"FAIL  {f.plugin}{':' + f.item if f.item else ''}: {f.reason}")
     if not samples:
         click.echo("(no examples/ folder here: rules were loaded but not exercised)")
-    sys.exit(1 if ps.failures or config.problems else 0)
+    sys.exit(1 if ps.failures or ps.warnings else 0)
 
 
 @plugins.command()

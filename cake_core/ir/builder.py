@@ -183,9 +183,6 @@ class KernelBuilder:
         self.kernel.smem.append(SmemAlloc(name, None, (count,), None, 8 * count, 8, span,
                                           kind="barrier"))
 
-    def role_names(self) -> list[str]:
-        return list(self.kernel.roles) if self.kernel else []
-
     def declare_pipeline(self, name: str, span: Span) -> None:
         self.pipelines[name] = span
 

@@ -62,10 +62,6 @@ def int_value(sym: SymExpr, span: Span, name: str = "") -> Value:
     return Value(name or str(sym), INT_TYPE, span, sym)
 
 
-def const_value(ty: Type, const: object, span: Span, name: str = "") -> Value:
-    return Value(name or repr(const), ty, span, None, const)
-
-
 def none_value(span: Span) -> Value:
     return Value("None", _NONE, span)
 

@@ -12,14 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from cake_core.diagnostics import codes
 from cake_core.diagnostics.codes import Rule
 from cake_core.diagnostics.model import Diagnostic, Fix, Related
 from cake_core.hardware import ArchSpec
 from cake_core.ir.kernel import Value
 from cake_core.ir.symbolic import SymExpr
 from cake_core.ir.types import (
-    DType,
     ErrorType,
     FragmentType,
     NoneType,
@@ -27,7 +25,6 @@ from cake_core.ir.types import (
     SmemType,
     TileType,
     Type,
-    shape_str,
 )
 from cake_core.syntax.source import Span
 
@@ -40,7 +37,6 @@ class KernelScope(Protocol):
 
     def add_smem(self, name: str, ty: SmemType, span: Span) -> None: ...
     def add_barriers(self, name: str, count: int, span: Span) -> None: ...
-    def role_names(self) -> list[str]: ...
     def declare_pipeline(self, name: str, span: Span) -> None: ...
 
 
@@ -96,14 +92,6 @@ class CallContext:
                                         related=tuple(related)))
         return ErrorType()
 
-    def warn(self, rule: Rule, message: str, at: str | Span | None = None, *,
-             notes: Sequence[str] = (), fixes: Sequence[Fix] = ()) -> None:
-        from cake_core.diagnostics.model import Severity
-
-        span = at if isinstance(at, Span) else self.at(at)
-        self.diagnostics.append(rule.at(span, message, notes=tuple(notes), fixes=tuple(fixes),
-                                        severity=Severity.WARNING))
-
     @property
     def failed(self) -> bool:
         return bool(self.diagnostics)
@@ -114,37 +102,6 @@ def same_shape(a: Shape, b: Shape) -> bool:
     if type(a) is tuple and type(b) is tuple:
         return a == b  # the same test, element by element, done by the tuples themselves
     return len(a) == len(b) and all(x == y for x, y in zip(a, b, strict=True))
-
-
-def check_shape(ctx: CallContext, name: str, actual: Shape, expected: Shape,
-                what: str) -> bool:
-    if same_shape(actual, expected):
-        return True
-    ctx.error(codes.SHAPE_MISMATCH,
-              f"{what}: `{name}` has shape {shape_str(actual)}, expected {shape_str(expected)}",
-              name)
-    return False
-
-
-def check_dtype(ctx: CallContext, name: str, actual: DType, allowed: Sequence[DType],
-                what: str) -> bool:
-    if actual in allowed:
-        return True
-    want = " or ".join(d.value for d in allowed)
-    ctx.error(codes.DTYPE_MISMATCH, f"{what}: `{name}` is {actual.value}, expected {want}", name)
-    return False
-
-
-def memory_shape(t: Type) -> Shape | None:
-    if isinstance(t, SmemType | TileType | FragmentType):
-        return t.shape
-    return None
-
-
-def memory_dtype(t: Type) -> DType | None:
-    if isinstance(t, SmemType | TileType | FragmentType):
-        return t.dtype
-    return None
 
 
 def nbytes(t: SmemType | TileType | FragmentType) -> int | None:

@@ -14,7 +14,7 @@ from cake_core.ir.kernel import Op
 from cake_core.ir.symbolic import Const, SymExpr
 from cake_core.ir.symbolic import add as sadd
 from cake_core.ir.symbolic import mul as smul
-from cake_core.ir.types import DType, FragmentType
+from cake_core.ir.types import DType
 from cake_core.lower.context import CTYPE, FragVar, LowerContext, add, mul
 from cake_core.lower.layouts import COL, ROW, Dist, Loop, cvar
 from cake_core.lower.plan import LowerError
@@ -163,10 +163,6 @@ def element(name: str, ops: list[Operand], result: DType) -> str:
     if name == "abs":
         return f"abs({x})"
     raise ValueError(f"`{name}` has no integer form")
-
-
-def is_frag(v: object) -> bool:
-    return isinstance(getattr(v, "type", None), FragmentType)
 
 
 __all__ = ["COL", "ROW", "Nest", "Operand", "check_operand", "coord", "element", "frag_result",

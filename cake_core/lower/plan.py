@@ -111,9 +111,6 @@ class KernelPlan:
     phase_names: set[str] = field(default_factory=set)
     """Stage names whose `.phase` is read."""
 
-    def group_of(self, role: str | None) -> Group:
-        return self.groups[role]
-
     # -- slots ------------------------------------------------------------------------------
     def result_key(self, op: Op, index: int) -> SlotKey:
         r = op.results[index]

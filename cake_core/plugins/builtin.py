@@ -15,8 +15,7 @@ def builtin_plugin() -> Plugin:
     rules = []
     for mod_name in BUILTIN_PASSES:
         mod = importlib.import_module(f"cake_core.verify.{mod_name}")
-        rules.append(RuleItem(mod_name, tuple(getattr(mod, "CODES", ())), mod.check,
-                              timeout_s=float("inf")))
+        rules.append(RuleItem(mod_name, mod.CODES, mod.check, timeout_s=float("inf")))
     return Plugin("cake", __version__, rules=tuple(rules),
                   primitives=tuple(builtin_registry().all()),
                   description="CAKE's built-in rules, primitives and tactics")

@@ -4,15 +4,25 @@
 [tool.cake]
 arch = "sm_90a"                      # default arch when a kernel names none
 disable-plugins = ["cake-kmeans"]     # whole plugins
-disable = ["KM101", "persistent-tiles"]  # single items: rule codes, rule/tactic names
+disable = ["KM101", "persistent-tiles"]  # single items: codes, rule/tactic/primitive names
 ```
+
+A code in `disable` hides the findings of that code and nothing else (`PluginSet.shown`);
+a name turns off that rule, tactic or primitive.  Problems with the file are collected, not
+raised: `PluginSet.warnings` adds the entries of `disable` that name nothing, and every
+front end shows them.
 """
 
 from __future__ import annotations
 
+import difflib
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+#: The keys `[tool.cake]` may hold.
+KEYS = ("arch", "disable-plugins", "disable")
 
 
 @dataclass(frozen=True)
@@ -58,8 +68,13 @@ def load_config(start: Path | None = None) -> ProjectConfig:
     if arch is not None and not isinstance(arch, str):
         problems.append(f"{path}: tool.cake.arch must be a string")
         arch = None
-    unknown = set(section) - {"arch", "disable-plugins", "disable"}
-    if unknown:
-        problems.append(f"{path}: unknown [tool.cake] keys: {', '.join(sorted(unknown))}")
+    for key in sorted(set(section) - set(KEYS)):
+        problems.append(f"{path}: unknown key tool.cake.{key}{did_you_mean(key, KEYS)}")
     return ProjectConfig(arch, strings("disable-plugins"), strings("disable"), path,
                          tuple(problems))
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """"; did you mean 'x'?" for the closest known name, or "" when none is close."""
+    hit = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {hit[0]!r}?" if hit else ""

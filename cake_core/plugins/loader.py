@@ -17,7 +17,7 @@ from importlib import metadata
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic
 from cake_core.plugins.api import PLUGIN_API_VERSION, Plugin, RuleItem, Tactic
-from cake_core.plugins.config import ProjectConfig
+from cake_core.plugins.config import ProjectConfig, did_you_mean
 from cake_core.plugins.guard import run_guarded
 from cake_core.primitives.registry import DuplicatePrimitiveError, Registry, builtin_registry
 from cake_core.verify.cache import KernelVerdicts
@@ -39,6 +39,8 @@ class PluginSet:
     plugins: list[Plugin] = field(default_factory=list)
     failures: list[PluginFailure] = field(default_factory=list)
     disabled_items: set[str] = field(default_factory=set)
+    warnings: list[str] = field(default_factory=list)
+    """What is wrong with the project's `[tool.cake]`: shown by every front end."""
     _registry: Registry | None = None
     _disabled_rules: set[tuple[str, str]] = field(default_factory=set)
     verdicts: KernelVerdicts = field(default_factory=KernelVerdicts, repr=False, compare=False)
@@ -64,10 +66,15 @@ class PluginSet:
         return self._registry
 
     def rules(self) -> list[tuple[Plugin, RuleItem]]:
+        """The rules to run: a disabled code does not stop its rule, whose other codes
+        still count (`shown` drops the disabled ones from its findings)."""
         return [(p, r) for p in self.plugins for r in p.rules
                 if r.name not in self.disabled_items
-                and not any(c.code in self.disabled_items for c in r.codes)
                 and (p.name, r.name) not in self._disabled_rules]
+
+    def shown(self, findings: Iterable[Diagnostic]) -> list[Diagnostic]:
+        """The findings whose code the project has not disabled."""
+        return [d for d in findings if d.code not in self.disabled_items]
 
     def tactics(self) -> list[tuple[Plugin, Tactic]]:
         return [(p, t) for p in self.plugins for t in p.tactics
@@ -132,7 +139,20 @@ def load_plugins(config: ProjectConfig | None = None, *, include_installed: bool
         seen.add(plugin.name)
         ps.plugins.append(plugin)
     _ = ps.registry  # resolve primitive clashes now, so doctor sees them
+    ps.warnings = [*config.problems, *_unknown_items(ps, config)]
     return ps
+
+
+def _unknown_items(ps: PluginSet, config: ProjectConfig) -> list[str]:
+    """One warning per entry of `disable` that is no code, rule, tactic or primitive of
+    the loaded plugins (a misspelt code would otherwise hide nothing, silently)."""
+    known = {r.code for r in codes.all_rules()}
+    for p in ps.plugins:
+        known |= {r.name for r in p.rules} | {c.code for r in p.rules for c in r.codes}
+        known |= {t.name for t in p.tactics} | {prim.key for prim in p.primitives}
+    where = config.path or "[tool.cake]"
+    return [f"{where}: tool.cake.disable: {item!r} is no code, rule, tactic or primitive"
+            f"{did_you_mean(item, known)}" for item in sorted(config.disabled_items - known)]
 
 
 def _code_clash(plugin: Plugin) -> str | None:

@@ -15,7 +15,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING
 
 from cake_core.hardware import Feature
-from cake_core.ir.types import ErrorType, Type
+from cake_core.ir.types import Type
 from cake_core.primitives.facets import Facet, FacetKind, Facets, Unsupported
 from cake_core.primitives.traits import Trait
 
@@ -205,10 +205,6 @@ class Registry:
         pool = [p.name for p in self.methods_of(receiver)]
         hits = difflib.get_close_matches(name, pool, n=1, cutoff=0.5)
         return hits[0] if hits else None
-
-
-def error_type() -> ErrorType:
-    return ErrorType()
 
 
 _BUILTIN: Registry | None = None

@@ -1,6 +1,7 @@
 """The verifier: passes over the typed IR that find resource, layout and sync bugs.
 
-Each built-in pass lives in its own module and exposes `check(program, source)`; the
+Each built-in pass lives in its own module and exposes `check(program, source)` and
+`CODES`, every code it may emit (what `[tool.cake] disable` is checked against); the
 list below is explicit (no registration by import side effect).  Plugin rules are
 added to the same list by the plugin loader.
 """

@@ -42,7 +42,7 @@ from cake_core.ir.types import SmemType, StageType, TupleType
 from cake_core.syntax.source import SourceFile, Span
 from cake_core.verify.unroll import condition_leaves, evaluate, truth
 
-#: The codes this pass emits (the plugin loader lists them and lets users disable them).
+#: Every code this pass may emit (tests/test_rule_codes.py holds it to that).
 CODES = (codes.SMEM_VIEW_OUT_OF_BOUNDS,)
 #: Index assignments enumerated per coordinate; past this only monotone forms are decided.
 MAX_COMBINATIONS = 4096

@@ -99,7 +99,3 @@ class Event:
         s = self.sync
         return (isinstance(s, Wait) or (isinstance(s, PipeSync) and s.action in ("acquire", "wait"))
                 or (isinstance(s, BarrierSync) and s.wait))
-
-
-def where_text(where: tuple[tuple[str, int], ...]) -> str:
-    return ", ".join(f"{k} = {v}" for k, v in where)

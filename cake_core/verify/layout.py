@@ -24,7 +24,7 @@ from cake_core.syntax.source import SourceFile, Span
 from cake_core.verify import banks
 from cake_core.verify.views import Geometry, View, ViewTracer
 
-#: The codes this pass emits (the plugin loader lists them and lets users disable them).
+#: Every code this pass may emit (tests/test_rule_codes.py holds it to that).
 CODES = (codes.SWIZZLE_ROW_MISMATCH, codes.TMA_LAYOUT, codes.MMA_LAYOUT, codes.BANK_CONFLICT)
 SPANS = (128, 64, 32)
 TMA_SMEM_ALIGN = 128

@@ -32,7 +32,7 @@ from cake_core.verify.registers import (
 from cake_core.verify.smem_plan import SmemPlan, plan_allocations, smem_plan
 from cake_core.verify.views import ViewTracer
 
-#: The codes this pass emits (the plugin loader lists them and lets users disable them).
+#: Every code this pass may emit (tests/test_rule_codes.py holds it to that).
 CODES = (codes.SMEM_OVERFLOW, codes.REGISTER_OVERSUBSCRIPTION, codes.INVALID_REGISTER_COUNT,
          codes.PARTIAL_WARPGROUP_REGS, codes.SETMAXNREG_UNAVAILABLE, codes.LAUNCH_LIMITS,
          codes.TMA_BOX_TOO_LARGE, codes.TMA_BOX_MISALIGNED, codes.TMA_STRIDE_ALIGNMENT,

@@ -13,12 +13,20 @@ finding: a missing `release()` is reported as such, not also as the deadlock it 
 
 from __future__ import annotations
 
+from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic
 from cake_core.ir.kernel import Kernel, Program
 from cake_core.syntax.source import SourceFile
 from cake_core.verify import deadlock, init_fence, phases, protocol
 from cake_core.verify.facts import KernelFacts
 from cake_core.verify.local import run_agents
+
+#: Every code this pass may emit (tests/test_rule_codes.py holds it to that).
+CODES = (codes.PIPELINE_PROTOCOL, codes.EXPECT_TX_MISMATCH, codes.ARRIVAL_COUNT_MISMATCH,
+         codes.STAGE_ACCESS_OUTSIDE_SPAN, codes.CONSUMER_NEVER_RELEASES,
+         codes.WGMMA_NOT_WAITED, codes.CP_ASYNC_NOT_WAITED, codes.SMEM_RACE,
+         codes.MISSING_PROXY_FENCE, codes.BARRIER_INIT_NOT_VISIBLE, codes.DEADLOCK,
+         codes.PARITY_DRIFT)
 
 
 def check(program: Program, source: SourceFile) -> list[Diagnostic]:

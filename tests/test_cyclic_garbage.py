@@ -1,8 +1,9 @@
 """A check leaves no cyclic garbage: everything it allocates is freed by reference counting.
 
-This is what makes `cake_core.gc_policy.settle` (rarer cycle collections) safe for
-memory: if a change reintroduces a cycle (say a builder and its evaluator pointing at
-each other), every check's AST and IR wait for the cycle collector again.
+This is what makes the language server's frozen heap (`cake_lsp/heap.py`: the collector
+looks only at what the current check allocates) safe for memory: if a change reintroduces
+a cycle (say a builder and its evaluator pointing at each other), every check's AST and IR
+wait for a full sweep again.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from cake_core import gc_policy
 from cake_core.check import check_source
 from cake_core.syntax.parser import parse, reparse
 from cake_core.syntax.source import SourceFile
@@ -65,17 +65,6 @@ def test_broken_input_and_reparse_leave_no_cycles() -> None:
         assert again.module.body
         del result, first, again
     assert not found, f"cyclic garbage: {found.most_common(8)}"
-
-
-def test_settle_freezes_and_raises_the_threshold() -> None:
-    before = gc.get_threshold()
-    try:
-        gc_policy.settle()
-        assert gc.get_threshold()[0] == gc_policy.YOUNG_THRESHOLD
-        assert gc.get_freeze_count() > 0
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*before)
 
 
 def test_a_deadlock_finding_leaves_no_cycles() -> None:
