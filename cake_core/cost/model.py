@@ -647,15 +647,15 @@ def estimate(p: KernelProfile, coefficients: Mapping[str, float] | None = None,
                 continue
             count = 1 if w.per_block else ws.count
             mem = max(b * (t.smem + t.l2), (dram[i] + writes[i]) / r.hbm) * w.execs
-            comp = b * (t.tc + t.cuda) * w.execs
-            syn = (t.sync + t.issue) * w.execs
+            op_comp = b * (t.tc + t.cuda) * w.execs
+            op_sync = (t.sync + t.issue) * w.execs
             credit(i, "memory", mem * count)
-            credit(i, "compute", comp * count)
-            credit(i, "sync", syn * count)
+            credit(i, "compute", op_comp * count)
+            credit(i, "sync", op_sync * count)
             if w.per_block:
-                serial_once += mem + comp + syn
+                serial_once += mem + op_comp + op_sync
             else:
-                serial += mem + comp + syn
+                serial += mem + op_comp + op_sync
         terms_total["fill"] = terms_total.get("fill", 0.0) + fill_all
         terms_total["waited"] = terms_total.get("waited", 0.0) + waited * ws.count
         terms_total["serial"] = terms_total.get("serial", 0.0) + serial * ws.count \
