@@ -383,7 +383,7 @@ class LineShare:
     ops: list[str]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Prediction:
     kernel: str
     target: str
@@ -686,10 +686,13 @@ def estimate(p: KernelProfile, coefficients: Mapping[str, float] | None = None,
     if p.tile_loops is not None:
         per_wave = min(per_wave, p.blocks)
     waves = p.units / per_wave if per_wave else math.inf
-    return Prediction(p.kernel.name, p.kernel.arch, p.arch.name, gpu.name, dict(p.dims), name,
-                      total, tensor_flops, cuda_ops, roofline, bottleneck, detail, cat_total,
-                      terms_total, work, p.grid, p.blocks, p.blocks_per_sm, waves,
-                      p.resources, lines, list(p.warnings) + list(p.resources.warnings))
+    return Prediction(kernel=p.kernel.name, target=p.kernel.arch, arch=p.arch.name,
+                      gpu=gpu.name, dims=dict(p.dims), calibration=name, seconds=total,
+                      tensor_flops=tensor_flops, cuda_ops=cuda_ops, roofline_seconds=roofline,
+                      bottleneck=bottleneck, bottleneck_detail=detail, categories=cat_total,
+                      terms=terms_total, work=work, grid=p.grid, blocks=p.blocks,
+                      blocks_per_sm=p.blocks_per_sm, waves=waves, resources=p.resources,
+                      lines=lines, warnings=list(p.warnings) + list(p.resources.warnings))
 
 
 def _dram_reads(p: KernelProfile, c: Mapping[str, float]) -> list[list[float]]:
