@@ -26,6 +26,7 @@ main: $(STAMP)
 ## The whole test suite (slow tests included; GPU tests skip without a GPU).
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

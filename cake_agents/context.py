@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cake_agents.config import EvolveConfig
+from cake_agents.records import Candidate
 from cake_agents.scoring import Bucket, ShapeSpec, make_buckets, shape_specs
 
 if TYPE_CHECKING:
@@ -180,7 +181,7 @@ class AgentContext:
         """The shapes a candidate must cover: the focus bucket's in portfolio mode."""
         return self.info.shapes_of(bucket if self.mode == "portfolio" else None)
 
-    def eval_job(self, cand: dict[str, Any], bucket: str | None,
+    def eval_job(self, cand: Candidate, bucket: str | None,
                  best: float | None = None) -> dict[str, Any]:
         """The evaluation job of one candidate (plain data: it crosses process bounds).
 

@@ -75,8 +75,12 @@ def _worker_main(conn: Connection) -> None:
             job = conn.recv()
         except (EOFError, OSError):
             return
-        h = job["hash"]
-        result = evaluate_job(job, lambda g, h=h: conn.send(("gate", h, g)))
+        h: str = job["hash"]
+
+        def report(gate: str, h: str = h) -> None:
+            conn.send(("gate", h, gate))
+
+        result = evaluate_job(job, report)
         conn.send(("done", h, result))
 
 

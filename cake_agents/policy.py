@@ -478,7 +478,7 @@ class EvolvePolicy:
         if text is None:
             return []
         shapes = ctx.target_shapes(bucket)
-        out = []
+        out: list[dict[str, Any]] = []
         for move in self.lab.moves(text)[:PREVIEW_BUDGET]:
             p = self.lab.preview(parent, text, move, ctx.info.shapes)
             if p is None or p.hash in state.population:

@@ -56,7 +56,7 @@ def progress_chart(rows: list[dict[str, Any]]) -> str:
     one = _scale(1.0, lo, hi, H - PAD, 10)
     parts.append(f'<line x1="{PAD}" y1="{one:.1f}" x2="{W - 10}" y2="{one:.1f}" '
                  f'stroke="{COLORS["seed"]}" stroke-dasharray="4 3" />')
-    path = []
+    path: list[str] = []
     for r, x in zip(rows, xs, strict=True):
         px = _scale(x, 0, xmax, PAD + 4, W - 14)
         if r["best"] is not None:
@@ -148,8 +148,9 @@ def render_report(store: RunsStore, run_id: str) -> str:
     cfg = run["config"]
 
     # per-shape speedups of the best kernel
-    seed_res = next((r["detail"] for h, r in evals.items()
-                     if (store.candidate(run_id, h) or {}).get("origin") == "seed"), {})
+    seed_res: dict[str, Any] = next(
+        (r["detail"] for h, r in evals.items()
+         if (store.candidate(run_id, h) or {}).get("origin") == "seed"), {})
     base = seed_res.get("times", {})
     shape_items = []
     for key, t in (best_res.get("times") or {}).items():

@@ -165,8 +165,9 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
                     lsp.start()
             except LspError as exc:
                 problem, lsp = str(exc), None
-        ctx = AgentContext(config, info, store, run_id, executor, policy, lsp, caller,
-                           progress or NullProgress(), problem)
+        sink = progress or NullProgress()
+        ctx = AgentContext(config, info, store, run_id, executor, policy, lsp, caller, sink,
+                           problem)
         if problem:
             ctx.emit("warning", message=f"{problem}; checking in-process")
         out_dir = root / run_id
@@ -190,7 +191,7 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
             try:
                 for values in graph.stream(inp, cfg, stream_mode="values",
                                            durability="sync"):
-                    ctx.progress.state(_values(values))
+                    sink.state(_values(values))
             except KeyboardInterrupt:
                 store.set_status(run_id, "interrupted",
                                  stop_reason="interrupted; resume with --resume")

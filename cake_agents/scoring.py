@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 SPEEDUP_CAP = 10.0
 
@@ -117,8 +118,19 @@ def speedups(times: Mapping[str, float], baseline: Mapping[str, float],
     return out
 
 
+class Weighted(Protocol):
+    """What scoring reads of a shape: its key and its weight (an evaluation job carries
+    only these two, not the whole ShapeSpec)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def weight(self) -> float: ...
+
+
 def score(times: Mapping[str, float], baseline: Mapping[str, float],
-          floors: Mapping[str, float], shapes: Sequence[ShapeSpec]) -> float | None:
+          floors: Mapping[str, float], shapes: Sequence[Weighted]) -> float | None:
     """Weighted geometric-mean speedup over `shapes`; None if any of them has no time."""
     sp = speedups(times, baseline, floors, [s.key for s in shapes])
     if sp is None:

@@ -6,15 +6,9 @@ dicts, lists, strings and numbers so that the SQLite checkpointer stores them wi
 custom types, and so that a checkpoint stays small: kernel texts live in the runs store,
 the state holds only the texts of the candidates in flight.
 
-Shapes of the dict values (all keys optional unless said):
+The candidate, plan, population and best records are TypedDicts (cake_agents/records.py);
+the other dict values are:
 
-- Candidate (in `batch`): hash, parent, text, tactic, params, move, origin, rationale,
-  uri, diagnostics (list of {code, severity, message, line, col}), errors, repairs,
-  fixes (titles of the quick fixes applied), predicted (the planner's preview score).
-- Population entry (in `population`, by hash): hash, parent, tactic, move, step, seq
-  (evaluation number), status ("pass" | "fail"), failed_gate, score (weighted geomean
-  predicted speedup over the target shapes, None if it does not cover them),
-  bucket_scores {bucket: score}, times {shape: seconds}, bottleneck, niche.
 - Memory item (in `memory`): signature, gate, code, move_class, count, example,
   last_step.
 - Usage (in `usage`, by node and "total"): calls, tokens_in, tokens_out, usd, failed.
@@ -23,9 +17,9 @@ Shapes of the dict values (all keys optional unless said):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
-Json = dict[str, Any]
+from cake_agents.records import Best, Candidate, Json, Plan, PopulationEntry
 
 
 def merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -62,22 +56,21 @@ class EvolveState:
     """The run this thread belongs to (also the checkpointer's thread id)."""
     step: int = 0
     """Generation counter, bumped by the planner; the key of every store write."""
-    plan: Json = field(default_factory=dict)
-    """The planner's decision: kind ("seed" | "tactics" | "model" | "stop"), moves,
-    bucket (portfolio focus), parent, hint, reason."""
-    batch: list[Json] = field(default_factory=list)
-    """Candidates in flight this generation (see Candidate above)."""
+    plan: Plan = field(default_factory=lambda: Plan())
+    """The planner's decision for this generation."""
+    batch: list[Candidate] = field(default_factory=list)
+    """Candidates in flight this generation."""
     repair_round: int = 0
     """Repair rounds spent on the current batch."""
-    population: Annotated[dict[str, Json], merge] = field(default_factory=dict)
+    population: Annotated[dict[str, PopulationEntry], merge] = field(default_factory=dict)
     """Every evaluated candidate, by hash: the dedup set and the search's history."""
     elite: list[str] = field(default_factory=list)
     """The archivist's bounded, diverse selection of passing candidates: the parents the
     planner draws from (bucket winners always included)."""
     winners: dict[str, str] = field(default_factory=dict)
     """Shape bucket -> hash of its best passing candidate."""
-    best: Json = field(default_factory=dict)
-    """hash, score, seq (the evaluation that found it) of the best candidate so far."""
+    best: Best = field(default_factory=lambda: Best())
+    """The best candidate so far."""
     baseline: Json = field(default_factory=dict)
     """The seed's predicted seconds and roofline floors per shape (the speedup's
     denominator), set once at the start."""
@@ -100,3 +93,29 @@ class EvolveState:
     stop_reason: str = ""
     dispatcher: Json = field(default_factory=dict)
     """Portfolio mode: the bucket table the dispatcher was generated from."""
+
+
+class StateUpdate(TypedDict, total=False):
+    """What a node returns: the fields of `EvolveState` it changes (LangGraph applies each
+    through the field's reducer, if it has one)."""
+
+    run_id: str
+    step: int
+    plan: Plan
+    batch: list[Candidate]
+    repair_round: int
+    population: dict[str, PopulationEntry]
+    elite: list[str]
+    winners: dict[str, str]
+    best: Best
+    baseline: Json
+    memory: list[Json]
+    pending_failures: list[Json]
+    tried: dict[str, int]
+    usage: dict[str, dict[str, float]]
+    evals: int
+    proposed: int
+    stall: int
+    done: bool
+    stop_reason: str
+    dispatcher: Json

@@ -401,7 +401,7 @@ class _Indexer:
         self.kname, self.kernel = fn.name, kernel
         self.scope = {}
         self.role_refs = []
-        self.kernel_roles: list[Symbol] = []
+        self.kernel_roles = []
         self.results, self.loop_vars = {}, {}
         if kernel is not None:
             for n in kernel.walk():
@@ -472,9 +472,7 @@ class _Indexer:
             if v.name == name:
                 return v
         if self.kernel is not None:
-            v = self.kernel.values.get(name)
-            if v is not None:
-                return v
+            return self.kernel.values.get(name)
         return None
 
     # -- uses -------------------------------------------------------------------------

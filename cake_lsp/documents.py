@@ -143,7 +143,7 @@ def _sync(doc: Document, text: str) -> None:
     elif after._records is None:
         edit = Edit(start, old_end, new_end, a.line, b.line,
                     after.source.position(new_end).line)
-        after._records = carry(before._records, edit)  # type: ignore[assignment]
+        after._records = carry(before._records, edit)
 
 
 def changed_region(old: bytes, new: bytes) -> tuple[int, int, int]:

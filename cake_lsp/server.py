@@ -265,9 +265,9 @@ class CakeLanguageServer(LanguageServer):
                                writer: asyncio.StreamWriter) -> None:
         """Serve one TCP connection until the client leaves or sends `exit`."""
         self._stop_event = threading.Event()
-        self.protocol.set_writer(writer)  # type: ignore[arg-type]
+        self.protocol.set_writer(writer)
         try:
-            await run_async(stop_event=self._stop_event, reader=reader,  # type: ignore[arg-type]
+            await run_async(stop_event=self._stop_event, reader=reader,
                             protocol=self.protocol, logger=logger,
                             error_handler=self.report_server_error)
         except (ConnectionError, asyncio.IncompleteReadError):

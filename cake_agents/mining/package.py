@@ -202,7 +202,8 @@ class PluginPackage:
         return out
 
     def _promoted_init(self) -> str:
-        imports, tuples = [], {k: [] for k in TUPLES.values()}
+        imports: list[str] = []
+        tuples: dict[str, list[str]] = {k: [] for k in TUPLES.values()}
         for n, item in enumerate(self.items):
             alias = f"_{item.kind}{n}"
             imports.append(f"from {self.pkg}.promoted.{item.module} import {item.attr} as "

@@ -13,18 +13,17 @@ shape's bucket.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from cake_agents.context import AgentContext
+from cake_agents.nodes.common import Node
+from cake_agents.records import Best, PopulationEntry
 from cake_agents.scoring import shape_speedup, weighted_geomean
-from cake_agents.state import EvolveState
+from cake_agents.state import EvolveState, StateUpdate
 
 ELITE_SIZE = 16
 PER_NICHE = 2
 
 
-def niche(entry: dict[str, Any]) -> str:
+def niche(entry: PopulationEntry) -> str:
     """Predicted behaviour plus the kind of the last move: neutral variants made by
     different tactics (a freed stage, a register split) are different niches."""
     times = entry.get("times", {})
@@ -32,12 +31,12 @@ def niche(entry: dict[str, Any]) -> str:
                                                     for k, v in sorted(times.items()))
 
 
-def _rank(entry: dict[str, Any], bucket: str | None) -> tuple[float, int]:
+def _rank(entry: PopulationEntry, bucket: str | None) -> tuple[float, int]:
     s = entry.get("bucket_scores", {}).get(bucket) if bucket else entry.get("score")
     return (-(s if s is not None else -1e300), entry.get("seq", 0))
 
 
-def select_elite(population: dict[str, dict[str, Any]], winners: dict[str, str],
+def select_elite(population: dict[str, PopulationEntry], winners: dict[str, str],
                  size: int = ELITE_SIZE) -> list[str]:
     passing = [e for e in population.values() if e.get("status") == "pass"]
     out: list[str] = [h for h in dict.fromkeys(winners.values()) if h in population]
@@ -59,7 +58,7 @@ def select_elite(population: dict[str, dict[str, Any]], winners: dict[str, str],
     return out
 
 
-def bucket_winners(ctx: AgentContext, population: dict[str, dict[str, Any]]) -> dict[str, str]:
+def bucket_winners(ctx: AgentContext, population: dict[str, PopulationEntry]) -> dict[str, str]:
     out = {}
     for b in ctx.info.buckets:
         cands = [e for e in population.values()
@@ -69,7 +68,7 @@ def bucket_winners(ctx: AgentContext, population: dict[str, dict[str, Any]]) -> 
     return out
 
 
-def portfolio_score(ctx: AgentContext, population: dict[str, dict[str, Any]],
+def portfolio_score(ctx: AgentContext, population: dict[str, PopulationEntry],
                     winners: dict[str, str]) -> float | None:
     pairs = []
     for s in ctx.info.shapes:
@@ -82,16 +81,16 @@ def portfolio_score(ctx: AgentContext, population: dict[str, dict[str, Any]],
     return weighted_geomean(pairs)
 
 
-def make_archivist(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
-    def archivist(state: EvolveState) -> dict[str, Any]:
+def make_archivist(ctx: AgentContext) -> Node:
+    def archivist(state: EvolveState) -> StateUpdate:
         ctx.emit("node", name="archivist", step=state.step)
         pop = state.population
         winners = bucket_winners(ctx, pop)
         elite = select_elite(pop, winners)
         if ctx.mode == "portfolio":
             s = portfolio_score(ctx, pop, winners)
-            best = {"hash": winners.get(ctx.info.buckets[0].key, "") if ctx.info.buckets
-                    else "", "score": s, "winners": dict(winners)}
+            best: Best = {"hash": winners.get(ctx.info.buckets[0].key, "")
+                          if ctx.info.buckets else "", "score": s, "winners": dict(winners)}
         else:
             passing = [e for e in pop.values() if e.get("status") == "pass"
                        and e.get("score") is not None]
@@ -105,7 +104,7 @@ def make_archivist(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]
                                if e["hash"] in (best.get("hash"), *winners.values())),
                               default=0)
         else:
-            best = {**best, "seq": state.best.get("seq", 0)} if best else dict(state.best)
+            best = {**best, "seq": state.best.get("seq", 0)} if best else {**state.best}
         # one progress row per evaluation of this generation, with the best so far
         for e in sorted((e for e in pop.values() if e.get("step") == state.step
                          and e.get("seq")), key=lambda e: e["seq"]):

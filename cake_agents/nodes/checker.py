@@ -10,24 +10,23 @@ it did.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from cake_agents.context import AgentContext
 from cake_agents.lsp_client import LspDiagnostic, LspError
-from cake_agents.nodes.common import failure
-from cake_agents.state import EvolveState
+from cake_agents.nodes.common import Node, failure
+from cake_agents.records import Candidate, Json
+from cake_agents.state import EvolveState, StateUpdate
 
 
-def make_checker(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
-    def checker(state: EvolveState) -> dict[str, Any]:
+def make_checker(ctx: AgentContext) -> Node:
+    def checker(state: EvolveState) -> StateUpdate:
         ctx.emit("node", name="checker", step=state.step)
         if ctx.lsp is not None:
             while ctx.lsp.messages:
                 ctx.emit("warning", message=f"cake lsp: {ctx.lsp.messages.popleft()}")
-        batch, failures = [], []
-        for cand in state.batch:
-            cand = dict(cand)
+        batch: list[Candidate] = []
+        failures: list[Json] = []
+        for checked in state.batch:
+            cand = Candidate(**checked)
             diags, fixes, source = _check(ctx, cand)
             errors = [d for d in diags if d["severity"] == "error"]
             ctx.store.add_diagnostics(ctx.run_id, cand["hash"], state.step,
@@ -40,8 +39,8 @@ def make_checker(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
                     message=d["message"], line_text=lines[ln] if 0 <= ln < len(lines) else "",
                     move_class=cand.get("move_class", ""),
                     ordinal=1000 * state.repair_round + i))
-            cand.update(diagnostics=diags, errors=len(errors), quick_fixes=fixes,
-                        checked_by=source)
+            cand["diagnostics"], cand["errors"] = diags, len(errors)
+            cand["quick_fixes"], cand["checked_by"] = fixes, source
             cand["repairable"] = bool(errors) and \
                 cand.get("repairs", 0) < ctx.config.max_repairs and \
                 (bool(fixes) or ctx.caller is not None)
@@ -51,8 +50,7 @@ def make_checker(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
     return checker
 
 
-def _check(ctx: AgentContext, cand: dict[str, Any]
-           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+def _check(ctx: AgentContext, cand: Candidate) -> tuple[list[Json], list[Json], str]:
     if ctx.lsp is not None:
         for attempt in range(2):
             try:
@@ -70,12 +68,12 @@ def _check(ctx: AgentContext, cand: dict[str, Any]
     return (*_in_process(cand), "in-process")
 
 
-def _via_lsp(ctx: AgentContext, cand: dict[str, Any]
-             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _via_lsp(ctx: AgentContext, cand: Candidate) -> tuple[list[Json], list[Json]]:
     assert ctx.lsp is not None
     uri = cand["uri"]
     got: list[LspDiagnostic] = ctx.lsp.open(uri, cand["text"])
-    diags, fixes = [], []
+    diags: list[Json] = []
+    fixes: list[Json] = []
     for i, d in enumerate(got):
         entry = d.to_json()
         if d.is_error:
@@ -87,7 +85,7 @@ def _via_lsp(ctx: AgentContext, cand: dict[str, Any]
     return diags, fixes
 
 
-def _in_process(cand: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _in_process(cand: Candidate) -> tuple[list[Json], list[Json]]:
     from cake_core.check import check_text
 
     res = check_text(cand["text"], f"{cand['hash']}.cake")

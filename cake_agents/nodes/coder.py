@@ -9,19 +9,17 @@ limits.  Every candidate's text goes to the runs store before the node returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from cake_agents.context import AgentContext
 from cake_agents.extract import MalformedOutput, extract_kernel
-from cake_agents.nodes.common import failure, merge_usage, new_candidate, spent, usage_delta
+from cake_agents.nodes.common import Node, failure, merge_usage, new_candidate, spent, usage_delta
 from cake_agents.policy import Move
 from cake_agents.prompts import RETRY_NOTES, coder_messages
-from cake_agents.state import EvolveState
+from cake_agents.records import Candidate, Json, Plan
+from cake_agents.state import EvolveState, StateUpdate
 
 
-def make_coder(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
-    def coder(state: EvolveState) -> dict[str, Any]:
+def make_coder(ctx: AgentContext) -> Node:
+    def coder(state: EvolveState) -> StateUpdate:
         ctx.emit("node", name="coder", step=state.step)
         plan = state.plan
         kind = plan.get("kind")
@@ -39,9 +37,10 @@ def make_coder(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
     return coder
 
 
-def _tactics(ctx: AgentContext, state: EvolveState, plan: dict[str, Any]) -> dict[str, Any]:
+def _tactics(ctx: AgentContext, state: EvolveState, plan: Plan) -> StateUpdate:
     lab = ctx.policy.lab
-    batch, failures = [], []
+    batch: list[Candidate] = []
+    failures: list[Json] = []
     for i, m in enumerate(plan.get("moves", [])):
         parent_text = ctx.text_of(m["parent"])
         move = Move(m["tactic"], dict(m["params"]))
@@ -60,7 +59,7 @@ def _tactics(ctx: AgentContext, state: EvolveState, plan: dict[str, Any]) -> dic
             len(batch)}
 
 
-def _model(ctx: AgentContext, state: EvolveState, plan: dict[str, Any]) -> dict[str, Any]:
+def _model(ctx: AgentContext, state: EvolveState, plan: Plan) -> StateUpdate:
     assert ctx.caller is not None
     parent = plan["parent"]
     parent_text = ctx.text_of(parent) or ctx.info.seed_text
@@ -68,8 +67,8 @@ def _model(ctx: AgentContext, state: EvolveState, plan: dict[str, Any]) -> dict[
     shapes = [f"{s.key} (weight {s.weight:g})" for s in ctx.target_shapes(bucket)]
     entry = state.population.get(parent, {})
     usage: dict[str, dict[str, float]] = {}
-    failures: list[dict[str, Any]] = []
-    batch: list[dict[str, Any]] = []
+    failures: list[Json] = []
+    batch: list[Candidate] = []
     attempt = 0
     note = ""
     tries = ctx.config.model_retries + 1
@@ -92,7 +91,7 @@ def _model(ctx: AgentContext, state: EvolveState, plan: dict[str, Any]) -> dict[
                                         ordinal=attempt))
                 done = _done(state, batch, failures, usage)
                 if outcome.budget_spent:
-                    done.update(done=True, stop_reason=outcome.stopped)
+                    done["done"], done["stop_reason"] = True, outcome.stopped
                 return done
             try:
                 got = extract_kernel(outcome.reply.text, outcome.reply.finish_reason)
@@ -113,7 +112,7 @@ def _model(ctx: AgentContext, state: EvolveState, plan: dict[str, Any]) -> dict[
     return _done(state, batch, failures, usage)
 
 
-def _done(state: EvolveState, batch: list[dict[str, Any]], failures: list[dict[str, Any]],
-          usage: dict[str, dict[str, float]]) -> dict[str, Any]:
+def _done(state: EvolveState, batch: list[Candidate], failures: list[Json],
+          usage: dict[str, dict[str, float]]) -> StateUpdate:
     return {"batch": batch, "pending_failures": failures, "usage": usage,
             "proposed": state.proposed + len(batch)}

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from cake_agents.records import Candidate
 from cake_agents.signature import signature
 
 if TYPE_CHECKING:
     from cake_agents.context import AgentContext
     from cake_agents.models import CallOutcome
+    from cake_agents.state import EvolveState, StateUpdate
+
+
+class Node(Protocol):
+    """A node of the graph: reads the state, returns the fields it changes.
+
+    A Protocol rather than a `Callable` because LangGraph's `add_node` asks for a callable
+    whose parameter is named `state`."""
+
+    def __call__(self, state: EvolveState) -> StateUpdate: ...
 
 
 def failure(ctx: AgentContext, *, step: int, hash_: str, gate: str, code: str,
@@ -48,7 +59,7 @@ def merge_usage(a: dict[str, dict[str, float]], b: dict[str, dict[str, float]]
 def new_candidate(ctx: AgentContext, *, step: int, idx: int, text: str, parent: str | None,
                   tactic: str, params: dict[str, Any], origin: str, rationale: str = "",
                   move: str = "", move_class: str = "", repairs: int = 0,
-                  uri: str | None = None) -> dict[str, Any]:
+                  uri: str | None = None) -> Candidate:
     from cake_agents.context import content_hash
 
     h = content_hash(text)

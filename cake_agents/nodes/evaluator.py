@@ -11,26 +11,26 @@ store (a resumed run re-entering this node) is reused rather than recomputed.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from cake_agents.budget import Budget, Spent, evals_left
 from cake_agents.context import AgentContext
 from cake_agents.mining.gaps import record_gate_gaps
-from cake_agents.nodes.common import failure
+from cake_agents.nodes.common import Node, failure
+from cake_agents.records import Candidate, Json, PopulationEntry
 from cake_agents.scoring import score
-from cake_agents.state import EvolveState
+from cake_agents.state import EvolveState, StateUpdate
 
 RESULT_GATE = "_result"
 
 
-def make_evaluator(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
-    def evaluator(state: EvolveState) -> dict[str, Any]:
+def make_evaluator(ctx: AgentContext) -> Node:
+    def evaluator(state: EvolveState) -> StateUpdate:
         ctx.emit("node", name="evaluator", step=state.step)
         bucket = state.plan.get("bucket")
-        population: dict[str, Any] = {}
-        failures: list[dict[str, Any]] = []
-        todo: list[dict[str, Any]] = []
+        population: dict[str, PopulationEntry] = {}
+        failures: list[Json] = []
+        todo: list[Candidate] = []
         seen = set(state.population)
         left = evals_left(Budget(evals=ctx.config.effective_evals), Spent(evals=state.evals))
         for cand in state.batch:
@@ -48,7 +48,8 @@ def make_evaluator(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]
         best = state.best.get("score")
         if ctx.mode == "portfolio":  # the focus bucket's winner is the one to beat
             w = state.winners.get(bucket or "")
-            best = state.population[w].get("bucket_scores", {}).get(bucket) if w else None
+            best = state.population[w].get("bucket_scores", {}).get(bucket) \
+                if w and bucket is not None else None
         results = _run(ctx, todo, bucket, best)
         seq = state.evals
         for cand, res in zip(todo, results, strict=True):
@@ -83,7 +84,7 @@ def make_evaluator(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]
     return evaluator
 
 
-def _run(ctx: AgentContext, todo: list[dict[str, Any]], bucket: str | None,
+def _run(ctx: AgentContext, todo: list[Candidate], bucket: str | None,
          best: float | None) -> list[dict[str, Any]]:
     """Results in `todo` order: stored ones reused, the rest from the executor."""
     stored: dict[str, dict[str, Any]] = {}
@@ -107,9 +108,9 @@ def _store_result(ctx: AgentContext, hash_: str, res: dict[str, Any]) -> None:
                              sum(g["seconds"] for g in res["gates"].values()))
 
 
-def _entry(ctx: AgentContext, state: EvolveState, cand: dict[str, Any],
-           res: dict[str, Any] | None, *, status: str, failed_gate: str | None,
-           seq: int = 0) -> dict[str, Any]:
+def _entry(ctx: AgentContext, state: EvolveState, cand: Candidate,
+           res: dict[str, Any] | None, *, status: Literal["pass", "fail"],
+           failed_gate: str | None, seq: int = 0) -> PopulationEntry:
     times = dict(res.get("times", {})) if res else {}
     floors = ctx.info.floors
     base = ctx.info.baseline

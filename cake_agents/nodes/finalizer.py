@@ -7,25 +7,24 @@ its C++ header) go to the runs store as artifacts and to the run's directory as 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from cake_agents.context import AgentContext
+from cake_agents.nodes.common import Node
 from cake_agents.portfolio import build_table, dispatcher_cpp
-from cake_agents.state import EvolveState
+from cake_agents.state import EvolveState, StateUpdate
 
 
 def run_dir(ctx: AgentContext) -> Path:
     return Path(ctx.config.run_dir) / ctx.run_id
 
 
-def make_finalizer(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
-    def finalizer(state: EvolveState) -> dict[str, Any]:
+def make_finalizer(ctx: AgentContext) -> Node:
+    def finalizer(state: EvolveState) -> StateUpdate:
         ctx.emit("node", name="finalizer", step=state.step)
         out = run_dir(ctx)
         out.mkdir(parents=True, exist_ok=True)
-        update: dict[str, Any] = {"done": True}
+        update: StateUpdate = {"done": True}
         best = state.best.get("hash")
         if best:
             text = ctx.text_of(best) or ""

@@ -8,14 +8,14 @@ plus the best-predicted tactic moves as a hint for the coder's prompt.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from cake_agents.budget import evals_left
 from cake_agents.context import AgentContext
-from cake_agents.nodes.common import spent
+from cake_agents.nodes.common import Node, spent
 from cake_agents.policy import EvolvePolicy
-from cake_agents.state import EvolveState
+from cake_agents.records import Plan
+from cake_agents.state import EvolveState, StateUpdate
 
 
 def focus_bucket(ctx: AgentContext, step: int) -> str | None:
@@ -61,8 +61,8 @@ def best_parent(state: EvolveState, bucket: str | None, fallback: str) -> str:
     return elite[0] if elite else fallback
 
 
-def make_planner(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
-    def planner(state: EvolveState) -> dict[str, Any]:
+def make_planner(ctx: AgentContext) -> Node:
+    def planner(state: EvolveState) -> StateUpdate:
         step = state.step + 1
         ctx.emit("node", name="planner", step=step)
         if not state.population:
@@ -82,7 +82,7 @@ def make_planner(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
             if isinstance(ctx.policy, EvolvePolicy):
                 hints = ctx.policy.suggestions(ctx, state, parent, bucket)
             entry = state.population.get(parent, {})
-            plan = {"kind": "model", "parent": parent, "bucket": bucket, "hints": hints,
+            plan: Plan = {"kind": "model", "parent": parent, "bucket": bucket, "hints": hints,
                     "bottleneck": entry.get("bottleneck", ""), "n": n,
                     "reason": "ask the model for an improved kernel"
                               + (f" ({hints[0]['rationale']})" if hints else "")}

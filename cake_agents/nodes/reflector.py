@@ -9,11 +9,11 @@ proposed) and a model is shown it in its prompt.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from cake_agents.context import AgentContext
-from cake_agents.state import EvolveState
+from cake_agents.nodes.common import Node
+from cake_agents.state import EvolveState, StateUpdate
 
 MEMORY_SIZE = 12
 EXAMPLE_CHARS = 200
@@ -45,8 +45,8 @@ def condense(memory: list[dict[str, Any]], failures: list[dict[str, Any]],
     return ranked[:size]
 
 
-def make_reflector(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
-    def reflector(state: EvolveState) -> dict[str, Any]:
+def make_reflector(ctx: AgentContext) -> Node:
+    def reflector(state: EvolveState) -> StateUpdate:
         ctx.emit("node", name="reflector", step=state.step)
         if not state.pending_failures:
             return {}

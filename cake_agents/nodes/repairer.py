@@ -10,15 +10,15 @@ checker.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from cake_agents.context import AgentContext
 from cake_agents.extract import MalformedOutput, extract_kernel
 from cake_agents.lsp_client import apply_lsp_edits
-from cake_agents.nodes.common import failure, merge_usage, new_candidate, spent, usage_delta
+from cake_agents.nodes.common import Node, failure, merge_usage, new_candidate, spent, usage_delta
 from cake_agents.prompts import RETRY_NOTES, repair_messages
-from cake_agents.state import EvolveState
+from cake_agents.records import Candidate, Json
+from cake_agents.state import EvolveState, StateUpdate
 
 
 def apply_quick_fixes(text: str, fixes: list[dict[str, Any]]) -> tuple[str, list[str]]:
@@ -29,7 +29,8 @@ def apply_quick_fixes(text: str, fixes: list[dict[str, Any]]) -> tuple[str, list
         if cur is None or (f["preferred"] and not cur["preferred"]):
             by_diag[f["diag"]] = f
     taken: list[tuple[tuple[int, int], tuple[int, int]]] = []
-    edits, titles = [], []
+    edits: list[tuple[int, int, int, int, str]] = []
+    titles: list[str] = []
     for f in by_diag.values():
         spans = [((e[0], e[1]), (e[2], e[3])) for e in f["edits"]]
         if any(a < y and x < b for a, b in spans for x, y in taken):
@@ -40,10 +41,11 @@ def apply_quick_fixes(text: str, fixes: list[dict[str, Any]]) -> tuple[str, list
     return (apply_lsp_edits(text, edits) if edits else text), titles
 
 
-def make_repairer(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
-    def repairer(state: EvolveState) -> dict[str, Any]:
+def make_repairer(ctx: AgentContext) -> Node:
+    def repairer(state: EvolveState) -> StateUpdate:
         ctx.emit("node", name="repairer", step=state.step)
-        batch, failures = [], []
+        batch: list[Candidate] = []
+        failures: list[Json] = []
         usage: dict[str, dict[str, float]] = {}
         attempt = 100 * (state.repair_round + 1)
         repaired = 0
@@ -51,10 +53,10 @@ def make_repairer(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
             if not cand.get("repairable"):
                 batch.append(cand)
                 continue
-            text, how = cand["text"], []
+            text, how = cand["text"], list[str]()
             if cand.get("quick_fixes"):
-                text, how = apply_quick_fixes(cand["text"], cand["quick_fixes"])
-                how = [f"quick fix: {t}" for t in how]
+                text, titles = apply_quick_fixes(cand["text"], cand["quick_fixes"])
+                how = [f"quick fix: {t}" for t in titles]
             elif ctx.caller is not None:
                 new_text, used, fails, attempt, answered = _ask_model(ctx, state, cand, usage,
                                                                       attempt)
@@ -63,8 +65,8 @@ def make_repairer(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
                 if new_text is not None:
                     text, how = new_text, ["model repair"]
             if text == cand["text"]:
-                cand = {**cand, "repairable": False}
-                batch.append(cand)
+                given_up: Candidate = {**cand, "repairable": False}
+                batch.append(given_up)
                 continue
             fixed = new_candidate(
                 ctx, step=state.step, idx=idx, text=text, parent=cand["parent"],
@@ -86,7 +88,7 @@ def make_repairer(ctx: AgentContext) -> Callable[[EvolveState], dict[str, Any]]:
     return repairer
 
 
-def _ask_model(ctx: AgentContext, state: EvolveState, cand: dict[str, Any],
+def _ask_model(ctx: AgentContext, state: EvolveState, cand: Candidate,
                usage: dict[str, dict[str, float]], attempt: int
                ) -> tuple[str | None, dict[str, dict[str, float]], list[dict[str, Any]], int,
                           int]:

@@ -173,7 +173,7 @@ def _fmt(x: float | None, spec: str, none: str = "-") -> str:
 
 
 def shape_row(s: ShapeResult, timing: bool) -> list[str]:
-    verdict = {True: "yes", False: "NO"}.get(s.correct, "?") if s.status in ("ok", "wrong") \
+    verdict = {True: "yes", False: "NO", None: "?"}[s.correct] if s.status in ("ok", "wrong") \
         else s.status.upper()
     row = [s.dims_text, s.label, verdict, _fmt(s.max_abs if s.correct is not None else None,
                                                ".3g"),

@@ -35,7 +35,7 @@ def calibrate(results: str, output: str | None, name: str | None, fit_params: st
     from cake_core.cost.fit import RunError, load_runs
     from cake_core.cost.fit import calibrate as fit_calibrations
 
-    params = DEFAULT_FIT
+    params: tuple[str, ...] = DEFAULT_FIT
     if fit_params:
         params = tuple(p.strip() for p in fit_params.split(",") if p.strip())
         unknown = [p for p in params if p not in COEFFICIENT_DOCS]

@@ -123,8 +123,8 @@ def load_runs(path: str | Path) -> list[Run]:
         arch = entry.get("arch")
         if arch is not None and get_arch(str(arch)) is None:
             raise RunError(f"{where}: unknown arch {arch!r}")
-        key = (str(kfile), str(arch) if arch else None)
-        if key not in cache:
+        program_key = (str(kfile), str(arch) if arch else None)
+        if program_key not in cache:
             try:
                 src = SourceFile.read(kfile, str(entry["kernel"]))
             except OSError as exc:
@@ -132,8 +132,8 @@ def load_runs(path: str | Path) -> list[Run]:
             res = check_source(src, arch=str(arch) if arch else None)
             if res.errors or res.program is None or not res.program.kernels:
                 raise RunError(f"{where}: {entry['kernel']} does not check clean")
-            cache[key] = res.program
-        program = cache[key]
+            cache[program_key] = res.program
+        program = cache[program_key]
         kernels = program.kernels
         if entry.get("name"):
             kernels = [k for k in kernels if k.name == entry["name"]]

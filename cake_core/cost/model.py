@@ -388,7 +388,7 @@ class LineShare:
     ops: list[str]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Prediction:
     kernel: str
     target: str
@@ -652,15 +652,15 @@ def estimate(p: KernelProfile, coefficients: Mapping[str, float] | None = None,
                 continue
             count = 1 if w.per_block else ws.count
             mem = max(b * (t.smem + t.l2), (dram[i] + writes[i]) / r.hbm) * w.execs
-            comp = b * (t.tc + t.cuda) * w.execs
-            syn = (t.sync + t.issue) * w.execs
+            op_comp = b * (t.tc + t.cuda) * w.execs
+            op_sync = (t.sync + t.issue) * w.execs
             credit(i, "memory", mem * count)
-            credit(i, "compute", comp * count)
-            credit(i, "sync", syn * count)
+            credit(i, "compute", op_comp * count)
+            credit(i, "sync", op_sync * count)
             if w.per_block:
-                serial_once += mem + comp + syn
+                serial_once += mem + op_comp + op_sync
             else:
-                serial += mem + comp + syn
+                serial += mem + op_comp + op_sync
         terms_total["fill"] = terms_total.get("fill", 0.0) + fill_all
         terms_total["waited"] = terms_total.get("waited", 0.0) + waited * ws.count
         terms_total["serial"] = terms_total.get("serial", 0.0) + serial * ws.count \
@@ -691,10 +691,13 @@ def estimate(p: KernelProfile, coefficients: Mapping[str, float] | None = None,
     if p.tile_loops is not None:
         per_wave = min(per_wave, p.blocks)
     waves = p.units / per_wave if per_wave else math.inf
-    return Prediction(p.kernel.name, p.kernel.arch, p.arch.name, gpu.name, dict(p.dims), name,
-                      total, tensor_flops, cuda_ops, roofline, bottleneck, detail, cat_total,
-                      terms_total, work, p.grid, p.blocks, p.blocks_per_sm, waves,
-                      p.resources, lines, list(p.warnings) + list(p.resources.warnings))
+    return Prediction(kernel=p.kernel.name, target=p.kernel.arch, arch=p.arch.name,
+                      gpu=gpu.name, dims=dict(p.dims), calibration=name, seconds=total,
+                      tensor_flops=tensor_flops, cuda_ops=cuda_ops, roofline_seconds=roofline,
+                      bottleneck=bottleneck, bottleneck_detail=detail, categories=cat_total,
+                      terms=terms_total, work=work, grid=p.grid, blocks=p.blocks,
+                      blocks_per_sm=p.blocks_per_sm, waves=waves, resources=p.resources,
+                      lines=lines, warnings=list(p.warnings) + list(p.resources.warnings))
 
 
 def _dram_reads(p: KernelProfile, c: Mapping[str, float]) -> list[list[float]]:

@@ -76,7 +76,8 @@ def _block_env(n: int, grid: tuple[int, int, int]) -> dict[str, Any]:
 def find_tile_loops(kernel: Kernel, env: Mapping[str, int],
                     grid: tuple[int, ...]) -> TileLoops | None:
     """The kernel's persistent tile loops, or None when it has none (or they disagree)."""
-    g3 = (*grid, 1, 1, 1)[:3]
+    gx, gy, gz = (*grid, 1, 1, 1)[:3]
+    g3 = (gx, gy, gz)
     blocks = math.prod(grid) if grid else 1
     if blocks < 2:
         return None  # one block looping over everything is a plain loop

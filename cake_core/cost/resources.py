@@ -254,9 +254,9 @@ def occupancy(kernel: Kernel, arch: ArchSpec, smem_total: int,
     r_launch = min(arch.max_regs_per_thread, _launch_regs(kernel, regs))
     per_warp = -(-(r_launch * 32) // arch.reg_alloc_granularity) * arch.reg_alloc_granularity
     regs_block = per_warp * kernel.warps
-    setmax = [r for r in regs.values() if r.ceiling is not None]
+    setmax = [(r.warps, r.ceiling) for r in regs.values() if r.ceiling is not None]
     if setmax:
-        regs_block = max(regs_block, sum(r.warps * 32 * r.ceiling for r in setmax)  # type: ignore[misc]
+        regs_block = max(regs_block, sum(warps * 32 * ceiling for warps, ceiling in setmax)
                          + sum(r.warps * 32 * r.allocated for r in regs.values()
                                if r.ceiling is None))
     by_regs = arch.regs_per_sm // regs_block if regs_block else arch.max_blocks_per_sm

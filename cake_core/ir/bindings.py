@@ -60,8 +60,8 @@ def bindings_of(kernel: Kernel, module: ast.Module | None) -> Bindings:
             for t in node.targets:
                 bind(t, node.value)
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-            op = by_span.get((node.span.start.offset, node.span.end.offset))
-            if op is not None:
-                after.setdefault(id(op), []).append(node.target.id)
+            updated = by_span.get((node.span.start.offset, node.span.end.offset))
+            if updated is not None:
+                after.setdefault(id(updated), []).append(node.target.id)
     out.after_op = {k: tuple(v) for k, v in after.items()}
     return out

@@ -44,7 +44,7 @@ from cake_core.ir.types import (
     TupleType,
     numel,
 )
-from cake_core.ir.values import ViewOrigin
+from cake_core.ir.values import ViewOrigin, range_bounds, role_spec
 from cake_core.primitives.registry import Registry, builtin_registry
 from cake_core.syntax import ast
 from cake_core.syntax.source import SourceFile, Span
@@ -285,7 +285,7 @@ class KernelBuilder:
                                               Const(0), Const(0), Const(1), [], s.span))
             return
         assert isinstance(s.target, ast.Name)
-        start, stop, step = rng.const  # type: ignore[misc]
+        start, stop, step = range_bounds(rng)
         var = Var(s.target.id, start, stop)
         v = int_value(var, s.target.span, s.target.id)
         loop = ForOp(v, start, stop, step, [], s.span, self.role.name if self.role else None)
@@ -377,7 +377,7 @@ class KernelBuilder:
         if isinstance(rv.type, ErrorType):
             self._detached(s.body, outside_role=True)
             return
-        name, w0, w1, regs = rv.const  # type: ignore[misc]
+        name, w0, w1, regs = role_spec(rv)
         role = Role(name, w0, w1, regs, [], s.span, call.args[0].span if call.args else call.span)
         problem = self._role_problem(role, call)
         if problem is not None:

@@ -25,7 +25,7 @@ from cake_core.ir.types import (
     SmemLayout,
     StageType,
 )
-from cake_core.ir.values import error_value, sym_of
+from cake_core.ir.values import error_value, range_bounds, sym_of
 from cake_core.syntax import ast
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ class BuilderForms:
         if not isinstance(warps.type, RangeType):
             self.diags.append(codes.BAD_ROLE.at(wspan, "warps=range(first, stop)"))
             return error_value(e.span)
-        start, stop, step = warps.const  # type: ignore[misc]
+        start, stop, step = range_bounds(warps)
         if start.const is None or stop.const is None or step.const != 1 or \
                 start.const >= stop.const or start.const < 0:
             self.diags.append(codes.BAD_ROLE.at(

@@ -7,7 +7,7 @@ through the spans every node keeps for diagnostics.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -166,7 +166,7 @@ class Kernel:
                 yield n
 
 
-def walk_nodes(nodes: list[Node]) -> Iterator[Node]:
+def walk_nodes(nodes: Sequence[Node]) -> Iterator[Node]:
     for n in nodes:
         yield n
         if isinstance(n, ForOp | Role):

@@ -17,8 +17,8 @@ from cake_core.ir.types import (
     ScalarType,
     StrType,
     TensorType,
-    TupleType,
 )
+from cake_core.ir.values import elements
 from cake_core.syntax import ast
 from cake_core.syntax.source import Span
 
@@ -71,12 +71,12 @@ def parse_decorator(kb: KernelBuilder) -> Decorator | None:
         elif arch_name is None:
             arch_name = str(v.const)
             if kb.pb.arch_spec(arch_name) is None:
-                hit = suggest_arch(arch_name)
-                fixes = [Fix(f'use "{hit}"', (TextEdit(arch_span, f'"{hit}"'),),
-                             Applicability.UNSAFE)] if hit else []
+                arch_hit = suggest_arch(arch_name)
+                fixes = [Fix(f'use "{arch_hit}"', (TextEdit(arch_span, f'"{arch_hit}"'),),
+                             Applicability.UNSAFE)] if arch_hit else []
                 kb.diags.append(codes.ARCH_UNSUPPORTED.at(
                     arch_span, f"unknown arch {arch_name!r}"
-                    + (f'; did you mean "{hit}"?' if hit else ""), fixes=fixes,
+                    + (f'; did you mean "{arch_hit}"?' if arch_hit else ""), fixes=fixes,
                     notes=["known archs: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100a"]))
                 ok = False
     elif arch_name is None:
@@ -94,9 +94,9 @@ def parse_decorator(kb: KernelBuilder) -> Decorator | None:
         ok = False
     else:
         gv = kb.ev.expr(kws["grid"].value)
-        elts = gv.const if isinstance(gv.type, TupleType) else (gv,)
+        elts = elements(gv)
         syms = []
-        for e in elts:  # type: ignore[union-attr]
+        for e in elts:
             if isinstance(e.type, ErrorType):
                 ok = False
             elif not isinstance(e.type, IntType) or e.sym is None or \
@@ -129,8 +129,8 @@ def parse_decorator(kb: KernelBuilder) -> Decorator | None:
     cluster: tuple[int, ...] = (1,)
     if "cluster" in kws:
         cv = kb.ev.expr(kws["cluster"].value)
-        elts = cv.const if isinstance(cv.type, TupleType) else (cv,)
-        cs = [e.sym.const if e.sym is not None else None for e in elts]  # type: ignore[union-attr]
+        elts = elements(cv)
+        cs = [e.sym.const if e.sym is not None else None for e in elts]
         if any(c is None or c < 1 for c in cs) or not 1 <= len(cs) <= 3:
             kb.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
                 kws["cluster"].value.span, "cluster must be 1 to 3 positive constants"))
@@ -165,9 +165,9 @@ def parse_param(kb: KernelBuilder, p: ast.Param) -> Value | None:
                 kb.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
                     idx[0].span, "the first argument of Tensor[...] must be a dtype"))
             return None
-        elts = shp.const if isinstance(shp.type, TupleType) else (shp,)
+        elts = elements(shp)
         dims = []
-        for e in elts:  # type: ignore[union-attr]
+        for e in elts:
             if isinstance(e.type, ErrorType):
                 return None
             if not isinstance(e.type, IntType) or e.sym is None or \

@@ -17,7 +17,7 @@ from typing import Any
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, Severity
 from cake_core.hardware import get_arch
-from cake_core.ir.kernel import Kernel
+from cake_core.ir.kernel import Kernel, Role
 from cake_core.lower import LowerResult, lower_checked
 from cake_core.lower.ptxas import FunctionResources, diagnostics, parse_log
 from cake_core.lower.toolchain import CompileResult, Toolchain, compile_cu
@@ -155,7 +155,7 @@ def expected_registers(k: Kernel) -> dict[str, int]:
         from cake_core.cost.resources import estimate_registers
     except ImportError:
         return {}
-    roles = list(k.roles.values()) or [None]
+    roles: list[Role | None] = [*k.roles.values()] or [None]
     ests = [estimate_registers(k, r, spec) for r in roles]
     return {"low": max(e.low for e in ests), "high": max(e.high for e in ests),
             "estimate": max(e.estimate for e in ests)}

@@ -25,9 +25,9 @@ from cake_core.ir.types import (
     ScalarType,
     StageType,
     TileType,
-    TupleType,
     const_shape,
 )
+from cake_core.ir.values import elements
 from cake_core.lower.emitter import Names
 from cake_core.lower.layouts import Dist
 from cake_core.lower.plan import Group, KernelPlan, LowerError, SlotKey
@@ -230,14 +230,14 @@ class LowerContext:
             return "true" if c else "false"
         if isinstance(c, Predicate):
             if c.op == "not":
-                return f"!({self.cond(c.operands[0])})"  # type: ignore[arg-type]
+                return f"!({self.cond(c.conditions[0])})"
             if c.op in ("and", "or"):
                 j = " && " if c.op == "and" else " || "
-                return j.join(f"({self.cond(x)})" for x in c.operands)  # type: ignore[arg-type]
-            ops, vals = c.operands  # type: ignore[misc]
-            parts = [self._operand(x) for x in vals]  # type: ignore[union-attr]
+                return j.join(f"({self.cond(x)})" for x in c.conditions)
+            ops, vals = c.chain
+            parts = [self._operand(x) for x in vals]
             return " && ".join(f"{a} {o} {b}" for o, a, b in
-                               zip(ops, parts, parts[1:], strict=False))  # type: ignore[arg-type]
+                               zip(ops, parts, parts[1:], strict=False))
         if v.sym is not None:
             return f"{self.sym(v.sym)} != 0"
         raise LowerError(v.span, "this condition has no C++ spelling")
@@ -374,8 +374,7 @@ class LowerContext:
         tensor = self.tensors[op.args["self"].name]
         shape = const_shape(t.shape)
         coords = op.args["coords"]
-        elts = coords.const if isinstance(coords.type, TupleType) else (coords,)
-        syms = tuple(_index_sym(e) for e in elts)  # type: ignore[union-attr]
+        syms = tuple(_index_sym(e) for e in elements(coords))
         assert shape is not None
         ref = TileRef(tensor, shape, syms)
         self.tiles[id(op.results[0])] = ref

@@ -247,7 +247,8 @@ class _Writer:
 
     @staticmethod
     def _group_names(used: set[str], g: Group) -> list[str]:
-        need = [n for n in ("warp_rank", "wg_rank", "thread_rank", "leader") if n in used]
+        need: list[str] = [n for n in ("warp_rank", "wg_rank", "thread_rank", "leader")
+                           if n in used]
         if "leader" in need and g.role is not None and "warp_rank" not in need:
             need.insert(0, "warp_rank")
         if "wg_rank" in need and "warp_rank" not in need:

@@ -322,12 +322,12 @@ def _infer(plan: KernelPlan) -> None:
                 inf.op(op)
             if not inf.changed:
                 break
-        free = [(op, i) for op in ops for i, r in enumerate(op.results)
+        free = [(op, i, len(r.type.shape)) for op in ops for i, r in enumerate(op.results)
                 if isinstance(r.type, FragmentType) and plan.result_key(op, i) not in plan.dists]
         if not free:
             return
         # the highest-rank fragment first: per-row vectors usually come from its reductions
-        op, i = max(free, key=lambda f: len(f[0].results[f[1]].type.shape))  # type: ignore[union-attr]
+        op, i, _ = max(free, key=lambda f: f[2])
         r = op.results[i]
         assert isinstance(r.type, FragmentType)
         shape = _shape(r.type)

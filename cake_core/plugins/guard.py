@@ -50,8 +50,8 @@ def run_guarded(fn: Check, program: object, source: object,
     elif not _run_limited(fn, program, source, limit, box):
         return [], f"ran longer than {limit:g} s"
     if "error" in box:
-        exc = box["error"]
-        return [], f"raised {type(exc).__name__}: {exc}"
+        error = box["error"]
+        return [], f"raised {type(error).__name__}: {error}"
     result = box.get("result")
     if not isinstance(result, list | tuple) or \
             not all(isinstance(d, Diagnostic) for d in result):

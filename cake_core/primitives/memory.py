@@ -27,6 +27,7 @@ from cake_core.ir.types import (
     Type,
     shape_str,
 )
+from cake_core.ir.values import elements
 from cake_core.primitives.facets import FacetModules
 from cake_core.primitives.registry import Primitive, param
 from cake_core.primitives.traits import Trait
@@ -43,9 +44,9 @@ SHAPE_KINDS = (TupleType, IntType)
 def _shape(ctx: CallContext, name: str) -> tuple[SymExpr, ...] | None:
     """A shape argument: an int or a tuple of ints, each a compile-time constant > 0."""
     v = ctx.value(name)
-    elts = v.const if isinstance(v.type, TupleType) else (v,)
+    elts = elements(v)
     dims: list[SymExpr] = []
-    for e in elts:  # type: ignore[union-attr]
+    for e in elts:
         sym = e.sym
         if sym is None or not isinstance(e.type, IntType):
             ctx.error(codes.TYPE_MISMATCH, f"`{name}` must be a tuple of ints", name)
@@ -111,7 +112,7 @@ def _pipeline_rule(ctx: CallContext) -> Type:
         consumers = (consumer,)
     elif isinstance(consumer, tuple) and all(isinstance(getattr(c, "const", None), str)
                                              for c in consumer):
-        consumers = tuple(c.const for c in consumer)  # type: ignore[misc]
+        consumers = tuple(c.const for c in consumer)
     else:
         return ctx.error(codes.TYPE_MISMATCH, "`consumer` must be a role name or a tuple of "
                          "role names", "consumer")
@@ -140,12 +141,12 @@ def _mbarrier_rule(ctx: CallContext) -> Type:
 
 def _coords(ctx: CallContext, name: str, rank: int) -> bool:
     v = ctx.value(name)
-    elts = v.const if isinstance(v.type, TupleType) else (v,)
-    if len(elts) != rank:  # type: ignore[arg-type]
-        ctx.error(codes.BAD_INDEX, f"`{name}` has {len(elts)} coordinates for a rank-{rank} "  # type: ignore[arg-type]
+    elts = elements(v)
+    if len(elts) != rank:
+        ctx.error(codes.BAD_INDEX, f"`{name}` has {len(elts)} coordinates for a rank-{rank} "
                   "tile", name)
         return False
-    for e in elts:  # type: ignore[union-attr]
+    for e in elts:
         if not isinstance(e.type, IntType):
             ctx.error(codes.TYPE_MISMATCH, f"tile coordinates must be ints, got "
                       f"{e.type.describe()}", name)

@@ -82,7 +82,7 @@ def _mnk(ctx: CallContext) -> tuple[int, int, int] | None:
                   f"{ctx.prim.name}: inner dimensions differ: a has K={ak}, b has K={bk}{hint}",
                   "b")
         return None
-    return m, n, ak  # type: ignore[return-value]
+    return m, n, ak
 
 
 def _mma_sync_rule(ctx: CallContext) -> Type:
@@ -107,7 +107,8 @@ def _wgmma_rule(ctx: CallContext) -> Type:
         return ErrorType()
     m, n, k = mnk
     a_t = ctx.type("a")
-    kstep = 32 if a_t.dtype.bits == 8 else 16  # type: ignore[union-attr]
+    assert isinstance(a_t, FragmentType | SmemType)
+    kstep = 32 if a_t.dtype.bits == 8 else 16
     if m % 64:
         return ctx.error(codes.SHAPE_MISMATCH,
                          f"wgmma works on 64-row slabs per warpgroup: M={m} is not a multiple "
@@ -117,7 +118,7 @@ def _wgmma_rule(ctx: CallContext) -> Type:
                          f"wgmma N must be a multiple of 8 up to 256, not {n}", "acc")
     if k % kstep:
         return ctx.error(codes.SHAPE_MISMATCH,
-                         f"wgmma K must be a multiple of {kstep} for {a_t.dtype.value}, not {k}",  # type: ignore[union-attr]
+                         f"wgmma K must be a multiple of {kstep} for {a_t.dtype.value}, not {k}",
                          "a")
     if not isinstance(ctx.type("b"), SmemType):
         return ctx.error(codes.TYPE_MISMATCH, "wgmma reads `b` from shared memory", "b")

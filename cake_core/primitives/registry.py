@@ -70,7 +70,7 @@ class EffectSpec:
 
 NO_EFFECTS = EffectSpec()
 
-TypeRule = Callable[["CallContext"], "Type | tuple[Type, ...]"]
+TypeRule = Callable[["CallContext"], "Type"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ class PycudaDevice(Device):
         except Exception as exc:  # pragma: no cover - depends on the machine
             raise DeviceError(f"pycuda cannot open GPU {ordinal}: {exc}") from exc
         self.name = self._dev.name()
-        self.compute_capability = tuple(self._dev.compute_capability())  # type: ignore[assignment]
+        self.compute_capability = tuple(self._dev.compute_capability())
         self.l2_bytes = int(self._dev.get_attribute(cuda.device_attribute.L2_CACHE_SIZE))
 
     def alloc(self, nbytes: int) -> Any:

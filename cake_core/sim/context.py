@@ -10,6 +10,7 @@ diagnostic per distinct bug however many blocks or schedules hit it.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -115,14 +116,14 @@ class SimContext:
 
     def predicate(self, p: Predicate) -> bool:
         if p.op == "compare":
-            ops, operands = p.operands
-            vals = [self._operand_value(x) for x in operands]  # type: ignore[union-attr]
-            pairs = zip(ops, vals, vals[1:], strict=False)  # type: ignore[arg-type]
+            ops, operands = p.chain
+            vals = [self._operand_value(x) for x in operands]
+            pairs = zip(ops, vals, vals[1:], strict=False)
             return all(_compare(str(o), a, b) for o, a, b in pairs)
         if p.op == "not":
-            return not self._truthy(p.operands[0])
-        vals = [self._truthy(x) for x in p.operands]
-        return all(vals) if p.op == "and" else any(vals)
+            return not self._truthy(p.conditions[0])
+        truths = [self._truthy(x) for x in p.conditions]
+        return all(truths) if p.op == "and" else any(truths)
 
     def _operand_value(self, x: object) -> object:
         if isinstance(x, SymExpr):
@@ -201,7 +202,7 @@ class SimContext:
             self._not_ready(op, name)
         return f
 
-    def operand(self, op: Op, name: str) -> np.ndarray | float | int | bool:
+    def operand(self, op: Op, name: str) -> np.ndarray | float | builtins.int | bool:
         """A math operand: a fragment's array (checked ready) or a scalar."""
         x = self.value(op.args[name])
         if isinstance(x, Fragment):
@@ -222,7 +223,7 @@ class SimContext:
                     key=("CK506", id(op), name))
 
     # -- groups ----------------------------------------------------------------------------
-    def group(self, op: Op) -> tuple[int, ...]:
+    def group(self, op: Op) -> tuple[builtins.int, ...]:
         return self.sk.groups.get(op.role, self.sk.groups[None])
 
     def leader(self, op: Op) -> bool:
@@ -230,7 +231,8 @@ class SimContext:
         g = self.group(op)
         return not g or g[0] == self.proc.index
 
-    def share(self, op: Op, n_elems: int, itemsize: int) -> np.ndarray | None:
+    def share(self, op: Op, n_elems: builtins.int, itemsize: builtins.int
+              ) -> np.ndarray | None:
         """This process's elements of a copy the op's whole group performs together.
 
         Thread t of the group copies the 16-byte chunks t, t + T, t + 2T, ... (T threads):

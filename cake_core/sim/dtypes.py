@@ -109,7 +109,7 @@ def fp8_value(bits: np.ndarray, dtype: DType) -> np.ndarray:
 
 
 # --- conversions ---------------------------------------------------------------------------
-def encode(values: np.ndarray | float | int, dtype: DType) -> np.ndarray:
+def encode(values: np.ndarray | np.generic | float, dtype: DType) -> np.ndarray:
     """Values -> storage bits of `dtype`, rounding floats as a conversion instruction does."""
     v = np.asarray(values)
     if dtype == DType.BF16:
@@ -156,7 +156,7 @@ def to_int(values: np.ndarray, dtype: DType) -> np.ndarray:
     v = np.asarray(values)
     np_t = VALUE[dtype]
     if v.dtype.kind == "f":
-        info = np.iinfo(np_t)
+        info = np.iinfo(np.dtype(np_t))
         with np.errstate(invalid="ignore"):
             t = np.trunc(np.nan_to_num(v.astype(np.float64), nan=0.0))
         return np.clip(t, info.min, info.max).astype(np_t)

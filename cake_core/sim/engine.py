@@ -111,7 +111,7 @@ def _const(e: SymExpr, dims: Mapping[str, int]) -> int:
 
 
 def make_tensors(sk: SimKernel, dims: Mapping[str, int],
-                 inputs: Mapping[str, np.ndarray]) -> dict[str, GlobalTensor]:
+                 inputs: Mapping[str, np.ndarray | float]) -> dict[str, GlobalTensor]:
     """Global memory: inputs encoded to their dtype, every other tensor poisoned."""
     out: dict[str, GlobalTensor] = {}
     params = sk.tensor_params()
@@ -134,7 +134,8 @@ def make_tensors(sk: SimKernel, dims: Mapping[str, int],
     return out
 
 
-def simulate(sk: SimKernel, dims: Mapping[str, int], inputs: Mapping[str, np.ndarray], *,
+def simulate(sk: SimKernel, dims: Mapping[str, int],
+             inputs: Mapping[str, np.ndarray | float], *,
              schedule: Schedule | None = None,
              blocks: Iterable[Sequence[int]] | None = None) -> SimResult:
     """Run every block (or the given block coordinates) of one launch under `schedule`."""

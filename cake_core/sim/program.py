@@ -11,6 +11,7 @@ that `dist` receives the `sub` result when that op runs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -150,6 +151,7 @@ class SimKernel:
             if used & _PER_THREAD:
                 self.notes.append((span, "`lane.id` and `thread.id` are simulated per warp "
                                    "(as lane 0 / the warp's first thread)"))
+            chunks: list[tuple[int, ...]]
             if used & _PER_WARP:
                 chunks = [(w,) for w in warps]
             elif used & _PER_WARPGROUP and len(warps) % 4 == 0:
@@ -179,7 +181,7 @@ def _label(role: str | None, warps: tuple[int, ...], split: bool) -> str:
     return f"role '{role}' {w}" if split else f"role '{role}'"
 
 
-def index_vars(nodes: list[Node]) -> set[str]:
+def index_vars(nodes: Sequence[Node]) -> set[str]:
     """Names of the runtime index variables (`warp.id`, `block.x`, ...) code depends on."""
     out: set[str] = set()
     for n in walk_nodes(nodes):

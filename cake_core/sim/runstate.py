@@ -83,7 +83,7 @@ class SimRun:
     sk: SimKernel
     dims: dict[str, int]
     tensors: dict[str, GlobalTensor]
-    scalars: dict[str, float | int]
+    scalars: dict[str, np.ndarray | float]
     findings: Findings
     schedule_name: str
     steps: int = 0

@@ -9,7 +9,6 @@ kernel produces text edits, not mutated trees.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -240,9 +239,15 @@ def children(node: Node) -> list[Node]:
     return sorted(out, key=lambda n: n.span.start.offset)
 
 
-@functools.cache
-def _child_fields(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls) if not f.name.endswith("span"))
+_CHILD_FIELDS: dict[type[Node], tuple[str, ...]] = {}
+
+
+def _child_fields(cls: type[Node]) -> tuple[str, ...]:
+    fields = _CHILD_FIELDS.get(cls)
+    if fields is None:
+        fields = tuple(f.name for f in dataclasses.fields(cls) if not f.name.endswith("span"))
+        _CHILD_FIELDS[cls] = fields
+    return fields
 
 
 def _collect(value: object, out: list[Node]) -> None:

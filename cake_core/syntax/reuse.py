@@ -227,6 +227,7 @@ class _Shifter:
     def record(self, old: Record) -> Record:
         stmt = self.node(old.stmt) if old.stmt is not None else None
         diags = tuple(self._findings.diagnostic(d) for d in old.diagnostics)
+        origin: Origin | None
         if old.origin is not None:
             root, delta, rows = old.origin
             origin = (root, delta + self._delta, rows + self._rows)

@@ -262,7 +262,7 @@ class _KernelBounds:
         domains: dict[Var, range] = {}
         for a in atoms:
             r = self._domain(a, where) if isinstance(a, Var) else None
-            if r is None:
+            if r is None or not isinstance(a, Var):
                 return None
             domains[a] = r
         if len({v.name for v in domains}) != len(domains):

@@ -19,9 +19,9 @@ from cake_core.ir.types import (
     FragmentType,
     PipelineType,
     SmemType,
-    TupleType,
     numel,
 )
+from cake_core.ir.values import elements
 
 #: Async groups whose smem accesses go through the async proxy (TMA and wgmma).
 ASYNC_PROXY = frozenset({"tma", "wgmma", "bulk_store"})
@@ -68,14 +68,15 @@ def effects_of(op: Op) -> Effects:
         return tuple(args[n] for n in names if n in args and isinstance(args[n].type, kind))
 
     kw["smem_reads"] = values(spec.reads, SmemType)
-    kw["smem_writes"] = values(spec.writes, SmemType)
+    smem_writes = values(spec.writes, SmemType)
+    kw["smem_writes"] = smem_writes
     kw["frag_reads"] = values(spec.reads, FragmentType)
     kw["frag_writes"] = values(spec.writes, FragmentType)
     kw["async_group"] = spec.async_group
     target = args.get(spec.arrives) if spec.arrives else None
     if target is not None and spec.async_group is not None:
         kw["copy_bar"] = target
-        kw["copy_bytes"] = sum(_bytes(v) for v in kw["smem_writes"])  # type: ignore[attr-defined]
+        kw["copy_bytes"] = sum(_bytes(v) for v in smem_writes)
     elif target is not None and isinstance(target.type, PipelineType):
         kw["pipe"], kw["pipe_action"] = target, op.prim.name
     elif target is not None and isinstance(target.type, BarrierType):
@@ -204,11 +205,11 @@ def _tile_box(tile: Op, parent: Value, pref: ViewRef) -> Box | None:
     pt = parent.type
     assert isinstance(pt, SmemType)
     shape_v, coords_v = tile.args["shape"], tile.args["coords"]
-    shape = shape_v.const if isinstance(shape_v.type, TupleType) else (shape_v,)
-    coords = coords_v.const if isinstance(coords_v.type, TupleType) else (coords_v,)
+    shape = elements(shape_v)
+    coords = elements(coords_v)
     lows: list[SymExpr] = []
     highs: list[SymExpr] = []
-    for s, c in zip(shape, coords, strict=False):  # type: ignore[arg-type]
+    for s, c in zip(shape, coords, strict=False):
         if s.sym is None or c.sym is None:
             return pref.box
         lo = c.sym * s.sym

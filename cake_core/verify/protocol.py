@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related
 from cake_core.ir.kernel import ForOp, IfOp, Node, Op, Role, walk_nodes
+from cake_core.ir.symbolic import Var
 from cake_core.ir.types import PipelineType
 from cake_core.verify.facts import KernelFacts
 from cake_core.verify.unroll import atoms
@@ -95,9 +96,10 @@ class _RoleFlow:
                             f"not committed yet: each acquire needs its `{name}.commit()` first",
                             related=[Related(held[-1].span, "this stage is still open")])
             return st.with_(side, (*held, op))
-        side = _CLOSE.get(action)
-        if side is None:
+        closed = _CLOSE.get(action)
+        if closed is None:
             return st
+        side = closed
         held = st.held(side)
         if not held:
             self.report(op, f"`{name}.{action}()` with no stage to {action}: no "
@@ -105,7 +107,7 @@ class _RoleFlow:
         return st.with_(side, held[1:])
 
     def loop(self, loop: ForOp, st: _State) -> _State:
-        var = loop.var.sym.name if loop.var.sym is not None else loop.var.name  # type: ignore[union-attr]
+        var = loop.var.sym.name if isinstance(loop.var.sym, Var) else loop.var.name
         self.loop_vars.append(var)
         out = self.nodes(loop.body, st)
         self.loop_vars.pop()

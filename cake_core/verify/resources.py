@@ -317,7 +317,7 @@ def render_resource_table(table: ResourceTable) -> str:
         f"shared memory: {plan.total} B of {plan.limit} B ({pct:.1f}%): {plan.buffer_bytes} B "
         f"buffers, {plan.barrier_bytes} B barriers, {plan.padding_bytes} B padding",
     ]
-    rows = [("offset", "bytes", "align", "pad", "name", "layout")]
+    rows: list[tuple[str, ...]] = [("offset", "bytes", "align", "pad", "name", "layout")]
     rows += [(str(p.offset), str(p.nbytes), str(p.align), str(p.padding), p.name, p.layout)
              for p in plan.placements]
     lines += _columns(rows)
@@ -328,7 +328,7 @@ def render_resource_table(table: ResourceTable) -> str:
     else:
         lines.append(f"registers: chosen by ptxas, at most {regs.launch_regs}/thread under "
                      f"__launch_bounds__({regs.threads}, 1)")
-    rrows = [("role", "warps", "regs", "registers")]
+    rrows: list[tuple[str, ...]] = [("role", "warps", "regs", "registers")]
     for r in regs.roles:
         count = f"{r.regs}" if r.declared else "launch" if regs.uses_setmaxnreg else "ptxas"
         total = str(r.registers) if regs.uses_setmaxnreg else "-"

@@ -82,20 +82,20 @@ def truth(v: Value, env: Env) -> bool | None:
     if not isinstance(p, Predicate):
         return None
     if p.op == "not":
-        inner = truth(p.operands[0], env)  # type: ignore[arg-type]
+        inner = truth(p.conditions[0], env)
         return None if inner is None else not inner
     if p.op in ("and", "or"):
-        vals = [truth(x, env) for x in p.operands]  # type: ignore[arg-type]
+        vals = [truth(x, env) for x in p.conditions]
         if p.op == "and":
             return False if False in vals else (None if None in vals else True)
         return True if True in vals else (None if None in vals else False)
     if p.op == "compare":
-        ops, operands = p.operands
-        nums = [evaluate(x, env) if isinstance(x, SymExpr) else None
-                for x in operands]  # type: ignore[union-attr]
-        if any(n is None for n in nums):
+        ops, operands = p.chain
+        nums = [n for x in operands
+                if isinstance(x, SymExpr) and (n := evaluate(x, env)) is not None]
+        if len(nums) != len(operands):
             return None
-        return all(_CMP[o](a, b) for o, a, b in zip(ops, nums, nums[1:], strict=False))  # type: ignore[arg-type,index]
+        return all(_CMP[o](a, b) for o, a, b in zip(ops, nums, nums[1:], strict=False))
     return None
 
 
@@ -114,7 +114,7 @@ def condition_leaves(v: Value) -> Iterator[SymExpr | Value]:
                 yield x
         elif isinstance(x, Predicate):
             if x.op == "compare":
-                stack.extend(x.operands[1])  # type: ignore[arg-type]
+                stack.extend(x.chain[1])
             else:
                 stack.extend(x.operands)
         elif isinstance(x, SymExpr):

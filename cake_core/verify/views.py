@@ -14,13 +14,14 @@ leading dimensions moves the first row; a tile moves the first row and column.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from cake_core.ir.expressions import ViewOrigin
 from cake_core.ir.kernel import Kernel, Op, SmemAlloc, Value
 from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var, add, mul
 from cake_core.ir.types import DType, SmemLayout, SmemType, StageType, TupleType
+from cake_core.ir.values import elements
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,10 +226,9 @@ def _tile(parent: View, op: Op) -> View | None:
 
 
 def _ints(v: Value) -> tuple[int, ...] | None:
-    elts = v.const if isinstance(v.type, TupleType) else (v,)
     out = []
-    for e in elts:  # type: ignore[union-attr]
-        c = e.sym.const if isinstance(e, Value) and e.sym is not None else None
+    for e in elements(v):
+        c = e.sym.const if e.sym is not None else None
         if c is None:
             return None
         out.append(c)
@@ -270,7 +270,7 @@ def evaluate(e: SymExpr, env: dict[Var, int]) -> int | None:
     return None
 
 
-_FOLD = {
+_FOLD: dict[str, Callable[[int, int], int]] = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
     "//": lambda a, b: a // b, "%": lambda a, b: a % b, "cdiv": lambda a, b: -(-a // b),
     "min": min, "max": max,

@@ -17,7 +17,7 @@ from cake_core.ide import FORMS, CallSite, Symbol, SymbolIndex, SymbolKind
 from cake_core.ir.kernel import Kernel
 from cake_core.ir.scope import builtin
 from cake_core.ir.symbolic import Dim
-from cake_core.ir.types import DTypeType, IndexSpaceType, LayoutType, PipelineType
+from cake_core.ir.types import DType, DTypeType, IndexSpaceType, LayoutType, PipelineType
 from cake_core.primitives.registry import Primitive
 from cake_core.syntax.source import SourceFile, Span
 from cake_lsp.convert import format_bytes, markup
@@ -64,7 +64,7 @@ def describe_symbol(sym: Symbol, index: SymbolIndex) -> str:
     if v is not None and v.sym is not None and sym.kind in (SymbolKind.CONSTANT, SymbolKind.DIM):
         if isinstance(v.sym, Dim):
             d = v.sym
-            facts = [f"multiple of {d.multiple}"] if d.multiple > 1 else []
+            facts = [f"multiple of {d.multiple_of}"] if d.multiple_of > 1 else []
             facts += [f"at most {d.max}"] if d.max is not None else []
             lines.append(f"size known at launch: `{d.name}`" + (f" ({', '.join(facts)})"
                                                                if facts else ""))
@@ -131,9 +131,9 @@ def describe_builtin(source: SourceFile, offset: int) -> tuple[str, Span] | None
             if v is None:
                 return None
             t = v.type
-            if isinstance(t, DTypeType):
+            if isinstance(t, DTypeType) and isinstance(v.const, DType):
                 return _code(f"dtype {name}") + f"\n{v.const.bits}-bit element; CUDA " \
-                    f"`{v.const.cuda}`", span  # type: ignore[union-attr]
+                    f"`{v.const.cuda}`", span
             if isinstance(t, LayoutType):
                 return _code(f"layout {name}") + f"\n`{v.const}`", span
             if isinstance(t, IndexSpaceType):

@@ -63,13 +63,13 @@ def encode(index: SymbolIndex, source: SourceFile, codec: Codec) -> list[int]:
     data: list[int] = []
     prev_line = prev_col = 0
     last_end = -1
-    for span, kind, mods in tokens:
+    for span, ttype, mods in tokens:
         if span.start.line != span.end.line or span.start.offset < last_end or span.is_empty:
             continue  # tokens are single-line and must not overlap
         last_end = span.end.offset
         line, col = span.start.line, codec.column(source, span.start)
         delta_col = col - prev_col if line == prev_line else col
-        data += [line - prev_line, delta_col, codec.column(source, span.end) - col, kind, mods]
+        data += [line - prev_line, delta_col, codec.column(source, span.end) - col, ttype, mods]
         prev_line, prev_col = line, col
     return data
 

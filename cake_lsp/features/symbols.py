@@ -6,6 +6,7 @@ and barriers, and its roles with what they declare (fragments, buffers).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
@@ -68,9 +69,9 @@ def _inside(s: Symbol, role: Symbol) -> bool:
     return role.extent.start.offset <= s.span.start.offset < role.extent.end.offset
 
 
-def _flatten(nodes: list[lsp.DocumentSymbol], parent: str | None
+def _flatten(nodes: Sequence[lsp.DocumentSymbol], parent: str | None
              ) -> list[tuple[lsp.DocumentSymbol, str | None]]:
-    out = []
+    out: list[tuple[lsp.DocumentSymbol, str | None]] = []
     for n in nodes:
         out.append((n, parent))
         out.extend(_flatten(n.children or [], n.name))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from cake_core.ir import symbolic as S
 from cake_core.ir.kernel import Op
 from cake_core.ir.symbolic import Const, SymExpr, divides, mul
-from cake_core.ir.types import DType, FragmentType, SmemType
+from cake_core.ir.types import DType, SmemType
 from cake_core.lower.context import LowerContext, SmemRef, add
 from cake_core.lower.context import mul as smul
 from cake_core.lower.layouts import WG_RANK, cvar
@@ -80,15 +80,17 @@ def wgmma(op: Op, ctx: LowerContext) -> str:
     if acc.dist.parent.kind != "wgmma_acc" or not wgs:
         raise LowerError(op.span, "wgmma needs a wgmma_acc accumulator in whole warpgroups")
     a_t, b_t = op.args["a"].type, op.args["b"].type
-    if isinstance(a_t, FragmentType) or not isinstance(b_t, SmemType):
+    if not isinstance(a_t, SmemType) or not isinstance(b_t, SmemType):
         raise LowerError(op.span, "wgmma with A in registers is not lowered yet")
     a_ref, a_span = _operand(ctx, op, "a", False)
     b_ref, b_span = _operand(ctx, op, "b", True)
-    dtype = a_t.dtype  # type: ignore[union-attr]
+    dtype = a_t.dtype
     if dtype not in WGMMA_TYPES:
         raise LowerError(op.span, f"no wgmma for {dtype.value} inputs")
     m, n = acc.shape
-    kdim = a_t.shape[1].const  # type: ignore[union-attr]
+    kdim = a_t.shape[1].const
+    if kdim is None:
+        raise LowerError(op.span, "wgmma needs a constant K")
     kstep = WGMMA_TYPES[dtype][1]
     ksteps = kdim // kstep
     rows_per_wg = m // wgs

@@ -92,9 +92,10 @@ class Copy:
     src: str
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Ring:
-    """The common shape of both forms, read off the kernel."""
+    """The common shape of both forms, read off the kernel (built by keyword: its fields
+    are many and several share a type)."""
 
     kernel: Kernel
     form: str
@@ -182,6 +183,11 @@ def _value(kernel: Kernel, name: str) -> Value | None:
     return kernel.values.get(name)
 
 
+def _sym(kernel: Kernel, name: str) -> SymExpr | None:
+    v = kernel.values.get(name)
+    return v.sym if v is not None else None
+
+
 def _bound_once(fn: ast.FunctionDef, name: str) -> bool:
     """`kernel.values` keeps a name's last binding: its expression is the one the loop
     uses only when the name is bound once."""
@@ -216,8 +222,9 @@ def _cp_async_ring(kernel: Kernel, source: SourceFile) -> Ring | None:
     pro_body = statements(source, kernel, pro.body, pro.span.start.line)
     if not pro_body or not pro_body[-1].only({"cp_async_commit"}) or not pro_body[-1].ops:
         return None
-    pro_copies = [_copy(s, source, "cp_async") for s in pro_body[:-1]]
-    if not pro_copies or any(c is None for c in pro_copies):
+    found = [_copy(s, source, "cp_async") for s in pro_body[:-1]]
+    pro_copies = [c for c in found if c is not None]
+    if not pro_copies or len(pro_copies) != len(found):
         return None
     # the main loop
     inner = statements(source, kernel, main.body, main.span.start.line)
@@ -249,11 +256,10 @@ def _cp_async_ring(kernel: Kernel, source: SourceFile) -> Ring | None:
     rest = inner[i + 1:]
     # which name holds the tile being refilled, and which the stage being read
     nxt = next((nm for s in ints for nm in s.names_bound
-                if _value(kernel, nm) is not None and _same(
-                    _value(kernel, nm).sym, lambda v: v + stages - 1, k, stages)), None)
+                if _same(_sym(kernel, nm), lambda v: v + stages - 1, k, stages)), None)
     stage_stmts = [s for s in rest if not s.ops and isinstance(s.node, ast.Assign)
                    and len(s.names_bound) == 1
-                   and _same(_value(kernel, next(iter(s.names_bound))).sym,  # type: ignore[union-attr]
+                   and _same(_sym(kernel, next(iter(s.names_bound))),
                              lambda v: v % stages, k, stages)]
     if nxt is None or len(stage_stmts) != 1:
         return None
@@ -261,9 +267,9 @@ def _cp_async_ring(kernel: Kernel, source: SourceFile) -> Ring | None:
     if not _bound_once(fn, nxt) or not _bound_once(fn, stage):
         return None
     compute = [s for s in rest if s is not stage_stmts[0]]
-    buffers = {c.buffer for c in pro_copies + refill}  # type: ignore[union-attr]
+    buffers = {c.buffer for c in pro_copies + refill}
     # indices: prologue fills stage p, the refill stage (k + S - 1) % S, the math reads k % S
-    if not all(_same(_index_sym(c.op), lambda v: v, p, stages)  # type: ignore[union-attr]
+    if not all(_same(_index_sym(c.op), lambda v: v, p, stages)
                for c in pro_copies):
         return None
     if not all(_same(_index_sym(c.op), lambda v: (v + stages - 1) % stages, k, stages)
@@ -284,9 +290,11 @@ def _cp_async_ring(kernel: Kernel, source: SourceFile) -> Ring | None:
     if stages_text is None:
         return None
     taken = names_in_text(source.text)
-    return Ring(kernel, "cp_async", body, decls, pre, body[pi], p, pro_copies,  # type: ignore[arg-type]
-                body[mi], k, targs[0], stage, sync, ints, nxt, refill, compute, post[1:], stages,
-                stages_text, fresh_name(taken, "ring", "pipe"), fresh_name(taken, "f", "fill"))
+    return Ring(kernel=kernel, form="cp_async", body=body, decls=decls, pre=pre,
+                prologue=body[pi], prologue_var=p, prologue_copies=pro_copies, main=body[mi],
+                k=k, trips=targs[0], stage=stage, sync=sync, ints=ints, nxt=nxt, refill=refill,
+                compute=compute, post=post[1:], stages=stages, stages_text=stages_text,
+                pipe=fresh_name(taken, "ring", "pipe"), fill=fresh_name(taken, "f", "fill"))
 
 
 def _math_reads_ok(compute: list[Stmt], buffers: set[str], k: str, stages: int) -> bool:
@@ -472,9 +480,11 @@ def _tma_ring(kernel: Kernel, source: SourceFile) -> Ring | None:
     if stages_text is None:
         return None
     pipe = pipe_t.name
-    return Ring(kernel, "tma", top, decls, body[:pi], body[pi], p, pro_copies, body[mi], k,
-                trips, stage,
-                sync, ints, nxt, refill, compute, post, stages, stages_text, pipe, fill)
+    return Ring(kernel=kernel, form="tma", body=top, decls=decls, pre=body[:pi],
+                prologue=body[pi], prologue_var=p, prologue_copies=pro_copies, main=body[mi],
+                k=k, trips=trips, stage=stage, sync=sync, ints=ints, nxt=nxt, refill=refill,
+                compute=compute, post=post, stages=stages, stages_text=stages_text, pipe=pipe,
+                fill=fill)
 
 
 def _guarded_fill(source: SourceFile, kernel: Kernel, nodes: tuple[ast.Stmt, ...], var: str,

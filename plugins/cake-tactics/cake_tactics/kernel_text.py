@@ -213,6 +213,6 @@ def header_end(source: SourceFile, fn: ast.FunctionDef) -> int:
     return line
 
 
-def header_text(source: SourceFile, node: ast.For | ast.With | ast.If) -> str:
+def header_text(source: SourceFile, node: ast.Stmt) -> str:
     """The compound statement's header (`for k in range(K):  # comment`), one line."""
     return source.line_text(node.span.start.line).strip()

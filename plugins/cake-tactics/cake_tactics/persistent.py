@@ -266,7 +266,9 @@ def _apply(kernel: Kernel, source: SourceFile, params: dict[str, Any]) -> Tactic
     if order not in AXES[:len(plan.grid_texts)]:
         return None
     edits = _render(plan, source, order)
-    done = verified_rewrite(kernel, source, edits) if edits else None
+    if not edits:
+        return None
+    done = verified_rewrite(kernel, source, edits)
     if done is None:
         return None
     out = {"order": order, "sms": plan.sms, "predicted": done[1]}
