@@ -35,7 +35,7 @@ def _as_float(x: Operand) -> np.ndarray | float:
 
 
 def _binary(fn: Callable[[Operand, Operand], Operand]
-            ) -> Callable[[SimContext, Op], Fragment | float | int | bool]:
+            ) -> Callable[[Op, SimContext], Fragment | float | int | bool]:
     def facet(op: Op, ctx: SimContext) -> Fragment | float | int | bool:
         with np.errstate(all="ignore"):
             return _result(op, fn(ctx.operand(op, "a"), ctx.operand(op, "b")))
@@ -44,7 +44,7 @@ def _binary(fn: Callable[[Operand, Operand], Operand]
 
 
 def _unary(fn: Callable[[np.ndarray | float], Operand]
-           ) -> Callable[[SimContext, Op], Fragment | float | int | bool]:
+           ) -> Callable[[Op, SimContext], Fragment | float | int | bool]:
     def facet(op: Op, ctx: SimContext) -> Fragment | float | int | bool:
         x = ctx.operand(op, "x")
         with np.errstate(all="ignore"):
