@@ -34,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cake_core.commands.bench import shape_row, table  # noqa: E402
+from cake_cli.gpu_run import shape_row, table  # noqa: E402
 from cake_core.run.device import probe_gpu  # noqa: E402
 from cake_core.run.protocol import TimingConfig  # noqa: E402
 from cake_core.run.results import ShapeResult  # noqa: E402

@@ -1,7 +1,7 @@
 """The checker's connection to `cake lsp`: a real LSP client over stdio.
 
 The agents read exactly the stream a person reads in the editor: the server is started as
-a subprocess (`python -m cake_core.cli lsp`), documents are opened and changed with
+a subprocess (`python -m cake lsp`), documents are opened and changed with
 `didOpen`/`didChange`, diagnostics are pulled with `textDocument/diagnostic`, and fixes
 come from `textDocument/codeAction`.  The client is pygls' `LanguageClient` running on an
 event loop in a background thread, so the (synchronous) graph nodes can call it.
@@ -28,7 +28,7 @@ from cake_core.syntax.source import SourceFile
 T = TypeVar("T")
 
 SEVERITIES = {1: "error", 2: "warning", 3: "information", 4: "hint"}
-DEFAULT_COMMAND = (sys.executable, "-m", "cake_core.cli", "lsp")
+DEFAULT_COMMAND = (sys.executable, "-m", "cake", "lsp")
 
 
 class LspError(Exception):

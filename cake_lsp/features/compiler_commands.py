@@ -84,8 +84,8 @@ async def run_cost(ls: CakeLanguageServer, args: list[Any]) -> dict[str, Any]:
         return problem
 
     def work() -> dict[str, Any]:
-        from cake_core.commands.cost import render_predictions
         from cake_core.cost.model import CostError, predict, required_dims
+        from cake_core.cost.render import render_predictions
         from cake_core.hardware import get_gpu
 
         gpu = get_gpu(spec["gpu"]) if isinstance(spec.get("gpu"), str) else None

@@ -14,7 +14,7 @@ vim.filetype.add({ extension = { cake = 'cake' } })
 
 vim.lsp.config('cake', {
   -- `cake` from the environment CAKE is installed in. With only a Python interpreter:
-  -- { '/path/to/venv/bin/python', '-m', 'cake_core.cli', 'lsp' }
+  -- { '/path/to/venv/bin/python', '-m', 'cake', 'lsp' }
   cmd = { 'cake', 'lsp' },
   filetypes = { 'cake' },
   root_markers = { 'pyproject.toml', '.git' },

@@ -12,12 +12,12 @@ import pytest
 from agent_support import ROOT, run
 from click.testing import CliRunner
 
-from cake_core.cli import main
+from cake_cli.main import main
 
 
 def test_cli_start_up_imports_no_agent_machinery() -> None:
-    code = ("import sys, cake_core.cli\n"
-            "from cake_core.cli import main\n"
+    code = ("import sys\n"
+            "from cake_cli.main import main\n"
             "main.get_command(None, 'evolve'); main.get_command(None, 'runs')\n"
             "bad = [m for m in ('langgraph', 'litellm', 'cake_agents', 'pygls') "
             "if m in sys.modules]\n"

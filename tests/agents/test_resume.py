@@ -19,7 +19,7 @@ KILL_AFTER = 2
 
 
 def _cake(*args: str) -> list[str]:
-    return [sys.executable, "-m", "cake_core.cli", *args]
+    return [sys.executable, "-m", "cake", *args]
 
 
 def _env() -> dict[str, str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from cost_support import ROOT
 
-from cake_core.cli import main
+from cake_cli.main import main
 
 GEMM = str(ROOT / "examples" / "gemm_sm90.cake")
 DIMS = ["--dims", "M=4096,N=4096,K=4096"]

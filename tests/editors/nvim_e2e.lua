@@ -30,7 +30,7 @@ local function main()
     table.insert(result.messages, params.message)
   end
   dofile(env.CAKE_E2E_REPO .. '/editors/nvim/cake.lua')
-  vim.lsp.config('cake', { cmd = { env.CAKE_E2E_PYTHON, '-m', 'cake_core.cli', 'lsp' } })
+  vim.lsp.config('cake', { cmd = { env.CAKE_E2E_PYTHON, '-m', 'cake', 'lsp' } })
 
   vim.cmd.edit(vim.fn.fnameescape(env.CAKE_E2E_FILE))
   local buf = vim.api.nvim_get_current_buf()

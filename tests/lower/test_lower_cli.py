@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cake_core.cli import main
+from cake_cli.main import main
 from cake_core.lower import toolchain
 
 ROOT = Path(__file__).resolve().parents[2]

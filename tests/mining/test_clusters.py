@@ -22,7 +22,7 @@ from cake_agents.mining.clusters import build_clusters
 from cake_agents.mining.gaps import backfill_run, gate_findings
 from cake_agents.signature import signature
 from cake_agents.store import RunsStore
-from cake_core.cli import main
+from cake_cli.main import main
 
 
 def _store(tmp_path: Path) -> RunsStore:

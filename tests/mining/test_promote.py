@@ -17,7 +17,7 @@ from cake_agents.mining.promote import PromotionError, promote
 from cake_agents.models import ScriptedModel
 from cake_agents.signature import signature
 from cake_agents.store import RunsStore
-from cake_core.cli import main
+from cake_cli.main import main
 from cake_core.plugins.scaffold import scaffold
 
 EXAMPLES = ROOT / "examples"

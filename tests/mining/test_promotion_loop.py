@@ -25,8 +25,8 @@ import pytest
 from click.testing import CliRunner
 from mining_support import BAD, ROOT, TASK, variant
 
+from cake_cli.main import main
 from cake_core.check import check_text
-from cake_core.cli import main
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("langgraph")

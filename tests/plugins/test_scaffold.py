@@ -14,7 +14,7 @@ from cake_core.plugins.scaffold import ScaffoldError, scaffold
 
 pytestmark = pytest.mark.slow
 
-CAKE = [sys.executable, "-m", "cake_core.cli"]
+CAKE = [sys.executable, "-m", "cake"]
 
 
 def _env(site: Path) -> dict[str, str]:

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from run_support import GEMM
 
-from cake_core.cli import LAZY_COMMANDS, main
+from cake_cli.main import LAZY_COMMANDS, main
 from cake_core.run import device as device_mod
 from cake_core.run.device import GpuProbe
 
@@ -23,7 +23,7 @@ def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_bench_is_a_lazy_command() -> None:
-    assert LAZY_COMMANDS["bench"] == "cake_core.commands.bench:bench"
+    assert LAZY_COMMANDS["bench"] == "cake_cli.commands.bench:bench"
     r = CliRunner().invoke(main, ["bench", "--help"])
     assert r.exit_code == 0 and "--task" in r.output and "--fake" not in r.output
 

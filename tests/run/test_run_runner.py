@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from run_support import GEMM, ROOT
 
-from cake_core.commands.bench import write_runs
+from cake_cli.gpu_run import write_runs
 from cake_core.cost.fit import load_runs
 from cake_core.run.protocol import TimingConfig
 from cake_core.run.results import BenchReport, ShapeResult, Workload
@@ -132,7 +132,7 @@ def test_results_are_readable_by_cake_calibrate(tmp_path: Path) -> None:
 def test_cake_calibrate_reads_the_file(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from cake_core.cli import main
+    from cake_cli.main import main
 
     shapes = [_measured({"M": m, "N": m, "K": m}, ms) for m, ms in
               ((2048, 0.035), (4096, 0.21), (8192, 1.5))]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cake_core.cli import main
+from cake_cli.main import main
 from cake_core.tasks import ROOT, TaskError, Tolerance, allclose, load_task, task_names
 
 

@@ -4,7 +4,7 @@
 //
 //   node browser/bridge.mjs [--port 8080] [--kernel FILE]     # then open http://127.0.0.1:8080/
 //
-// The server is started as `$CAKE_PYTHON -m cake_core.cli lsp` (CAKE_PYTHON defaults to the
+// The server is started as `$CAKE_PYTHON -m cake lsp` (CAKE_PYTHON defaults to the
 // repository's .venv/bin/python when it exists, else python3).
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -30,7 +30,7 @@ const TYPES = {
 export function defaultServerCommand() {
     const venv = join(repo, '.venv', 'bin', 'python');
     const python = process.env.CAKE_PYTHON || (existsSync(venv) ? venv : 'python3');
-    return { command: python, args: ['-m', 'cake_core.cli', 'lsp'] };
+    return { command: python, args: ['-m', 'cake', 'lsp'] };
 }
 
 /**

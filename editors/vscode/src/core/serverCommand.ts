@@ -4,7 +4,7 @@
  * The server is pure Python on top of compiled tree-sitter wheels, so it cannot ship
  * inside the extension: it runs from the user's own environment. `cake.serverPath` names
  * a `cake` executable (run as `<path> lsp`); otherwise `cake.python` names the
- * interpreter that has CAKE installed (run as `<python> -m cake_core.cli lsp`). With
+ * interpreter that has CAKE installed (run as `<python> -m cake lsp`). With
  * neither set the default interpreter of the platform is used.
  */
 
@@ -27,7 +27,7 @@ export interface LaunchContext {
     env?: Readonly<Record<string, string | undefined>>;
 }
 
-export const PYTHON_MODULE_ARGS: readonly string[] = ['-m', 'cake_core.cli', 'lsp'];
+export const PYTHON_MODULE_ARGS: readonly string[] = ['-m', 'cake', 'lsp'];
 
 export class LaunchError extends Error {}
 

@@ -18,10 +18,10 @@ describe('resolveServerCommand', () => {
         assert.deepEqual(cmd, { command: '/opt/venv/bin/cake', args: ['lsp'], origin: 'cake.serverPath' });
     });
 
-    it('runs `<python> -m cake_core.cli lsp` from cake.python', () => {
+    it('runs `<python> -m cake lsp` from cake.python', () => {
         const cmd = resolveServerCommand({ python: '${workspaceFolder}/.venv/bin/python', serverPath: '' }, linux);
         assert.equal(cmd.command, '/work/proj/.venv/bin/python');
-        assert.deepEqual(cmd.args, ['-m', 'cake_core.cli', 'lsp']);
+        assert.deepEqual(cmd.args, ['-m', 'cake', 'lsp']);
         assert.equal(cmd.origin, 'cake.python');
     });
 
@@ -34,7 +34,7 @@ describe('resolveServerCommand', () => {
     it('never shares the argument list between calls', () => {
         const a = resolveServerCommand({ python: '', serverPath: '' }, linux);
         a.args.push('--tcp');
-        assert.deepEqual([...PYTHON_MODULE_ARGS], ['-m', 'cake_core.cli', 'lsp']);
+        assert.deepEqual([...PYTHON_MODULE_ARGS], ['-m', 'cake', 'lsp']);
     });
 });
 
@@ -67,6 +67,6 @@ describe('expandPath', () => {
 describe('describe', () => {
     it('quotes arguments with spaces', () => {
         const cmd = resolveServerCommand({ python: '/My Envs/python', serverPath: '' }, linux);
-        assert.equal(describeCommand(cmd), '"/My Envs/python" -m cake_core.cli lsp');
+        assert.equal(describeCommand(cmd), '"/My Envs/python" -m cake lsp');
     });
 });

@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+# The libraries are imported inside the functions: `cake --help` loads this module for its
+# help line, and each command loads only what it runs.
+
 if TYPE_CHECKING:
     from cake_agents.store import RunsStore
 

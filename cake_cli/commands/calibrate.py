@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
+
+# The libraries are imported inside the functions: `cake --help` loads this module for its
+# help line, and each command loads only what it runs.
 
 
 @click.command(name="calibrate")
@@ -29,8 +33,6 @@ def calibrate(results: str, output: str | None, name: str | None, fit_params: st
               fmt: str) -> None:
     """Fit per-arch cost-model coefficients to measured run times (least squares on log
     time) and record where they came from."""
-    from pathlib import Path
-
     from cake_core.cost.calibration import COEFFICIENT_DOCS, DEFAULT_FIT, save_calibrations
     from cake_core.cost.fit import RunError, load_runs
     from cake_core.cost.fit import calibrate as fit_calibrations

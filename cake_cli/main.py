@@ -1,16 +1,24 @@
-"""The `cake` command line.
+"""The `cake` command line: the group, `check`, `explain`, `lsp` and `rules`.
 
-Start-up stays fast because every command imports the compiler only when it runs
-(`cake --help` loads click and nothing else).  No traceback ever reaches the user: a
+The other commands live in `cake_cli.commands`, one module each.  Start-up stays fast
+because every command imports the compiler, the language server or the agents only when
+it runs (`cake --help` loads click and nothing else).  No traceback ever reaches the user: a
 usage problem or an internal fault prints a message and exits with status 2.
 """
 
 from __future__ import annotations
 
+import difflib
+import importlib
 import sys
 from pathlib import Path
 
 import click
+
+from cake_cli.args import check_arch, display
+
+# The compiler, the server and the agents are imported inside the command functions, so
+# that each command (and `cake --help`) loads only what it runs.
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -35,17 +43,17 @@ class CakeGroup(click.Group):
 
 #: Commands that live in their own modules, imported only when invoked (name -> "module:attr").
 LAZY_COMMANDS: dict[str, str] = {
-    "plugins": "cake_core.commands.plugins:plugins",
-    "cost": "cake_core.commands.cost:cost",
-    "calibrate": "cake_core.commands.calibrate:calibrate",
-    "run": "cake_core.commands.run:run",
-    "bench": "cake_core.commands.bench:bench",
-    "lower": "cake_core.commands.lower:lower",
-    "compile": "cake_core.commands.compile:compile_cmd",
-    "evolve": "cake_core.commands.evolve:evolve",
-    "runs": "cake_core.commands.runs:runs",
-    "failures": "cake_core.commands.failures:failures",
-    "promote": "cake_core.commands.promote:promote",
+    "plugins": "cake_cli.commands.plugins:plugins",
+    "cost": "cake_cli.commands.cost:cost",
+    "calibrate": "cake_cli.commands.calibrate:calibrate",
+    "run": "cake_cli.commands.run:run",
+    "bench": "cake_cli.commands.bench:bench",
+    "lower": "cake_cli.commands.lower:lower",
+    "compile": "cake_cli.commands.compile:compile_cmd",
+    "evolve": "cake_cli.commands.evolve:evolve",
+    "runs": "cake_cli.commands.runs:runs",
+    "failures": "cake_cli.commands.failures:failures",
+    "promote": "cake_cli.commands.promote:promote",
 }
 
 
@@ -57,8 +65,6 @@ class LazyCakeGroup(CakeGroup):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in LAZY_COMMANDS:
-            import importlib
-
             mod_name, _, attr = LAZY_COMMANDS[cmd_name].partition(":")
             return getattr(importlib.import_module(mod_name), attr)
         return super().get_command(ctx, cmd_name)
@@ -83,13 +89,6 @@ def _collect(paths: tuple[str, ...]) -> list[Path]:
     return files
 
 
-def _display_path(path: Path) -> str:
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()
-
-
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--arch", help="Target arch for every kernel (overrides @kernel(arch=...)).")
@@ -106,13 +105,9 @@ def check(paths: tuple[str, ...], arch: str | None, fmt: str, output: str | None
     Exit status: 0 clean, 1 findings (errors or warnings), 2 usage or internal error.
     """
     from cake_core.check import check_source, default_plugins
-    from cake_core.hardware import get_arch, suggest_arch
     from cake_core.syntax.source import SourceFile
 
-    if arch is not None and get_arch(arch) is None:
-        hint = suggest_arch(arch)
-        raise click.UsageError(f"unknown arch {arch!r}" + (f"; did you mean {hint!r}?"
-                                                           if hint else ""))
+    check_arch(arch)
     files = _collect(paths)
     if not files:
         raise click.UsageError("no .cake files found")
@@ -123,7 +118,7 @@ def check(paths: tuple[str, ...], arch: str | None, fmt: str, output: str | None
     results = []
     for f in files:
         try:
-            src = SourceFile.read(f, _display_path(f))
+            src = SourceFile.read(f, display(f))
         except OSError as exc:
             raise click.UsageError(f"cannot read {f}: {exc.strerror}") from exc
         sources[src.path] = src
@@ -186,8 +181,6 @@ def explain(code: str) -> None:
 
     rule = lookup(code)
     if rule is None:
-        import difflib
-
         known = [r.code for r in all_rules()]
         hit = difflib.get_close_matches(code.upper(), known, n=1)
         raise click.UsageError(f"unknown code {code!r}"
@@ -219,7 +212,3 @@ def rules_cmd() -> None:
 
     for r in all_rules():
         click.echo(f"{r.code}  {r.name:<28} {r.severity.value:<8} {r.summary}")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -20,29 +20,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from cake_cli.args import display, parse_dims
+from cake_cli.gpu_run import run_gpu
+
+# The libraries are imported inside the functions: `cake --help` loads this module for its
+# help line, and each command loads only what it runs.
+
 if TYPE_CHECKING:
     from cake_core.sim.tasks_run import TaskRunReport
     from cake_core.syntax.source import SourceFile
 
 SCHEMA = "cake.run/1"
-
-
-def parse_dims(text: str) -> dict[str, int]:
-    """`M=256,N=256,K=128` -> {"M": 256, ...}."""
-    out: dict[str, int] = {}
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        name, eq, value = part.partition("=")
-        if not eq or not name.strip().isidentifier():
-            raise click.UsageError(f"--dims takes NAME=INT pairs, e.g. M=256,N=256; got {part!r}")
-        try:
-            out[name.strip()] = int(value)
-        except ValueError as exc:
-            raise click.UsageError(f"dim {name.strip()} must be an integer, not {value!r}") \
-                from exc
-    return out
 
 
 @click.command(name="run")
@@ -66,8 +54,6 @@ def run(kernel: str, task_name: str, sim: bool, dims: str | None, schedules: int
     Reports pass/fail per shape with the max abs/rel error, and the findings of the run.
     """
     if not sim:
-        from cake_core.commands.bench import run_gpu
-
         run_gpu(kernel, task_name, dims, seed, fmt)  # exits
         return
     from cake_core.check import check_source
@@ -83,16 +69,16 @@ def run(kernel: str, task_name: str, sim: bool, dims: str | None, schedules: int
     except TaskError as exc:
         raise click.UsageError(str(exc)) from exc
     path = Path(path_text)
-    display = _display(path)
+    shown = display(path)
     try:
-        src = SourceFile.read(path, display)
+        src = SourceFile.read(path, shown)
     except OSError as exc:
         raise click.UsageError(f"cannot read {path_text}: {exc.strerror}") from exc
     static = check_source(src)
     if static.program is None or any(d.severity.value == "error" and not _verifier(d.code)
                                      for d in static.diagnostics):
         _print_static(static.diagnostics, src)
-        click.echo(f"cake run: {display} has errors; fix them before running it", err=True)
+        click.echo(f"cake run: {shown} has errors; fix them before running it", err=True)
         sys.exit(2)
     kernels = static.program.kernels
     if not kname:
@@ -104,10 +90,10 @@ def run(kernel: str, task_name: str, sim: bool, dims: str | None, schedules: int
             kname = matching[0]
         else:
             names = ", ".join(k.name for k in kernels)
-            raise click.UsageError(f"{display} defines {len(kernels)} kernels ({names}); "
+            raise click.UsageError(f"{shown} defines {len(kernels)} kernels ({names}); "
                                    f"pick one: {path_text}::NAME")
     try:
-        sk = SimKernel.from_text(src.text, display, kname)
+        sk = SimKernel.from_text(src.text, shown, kname)
         shapes = [parse_dims(dims)] if dims else None
         for shape in shapes or ():
             launch_dims(sk, shape)  # a bad --dims is a usage error, not a failed shape
@@ -127,13 +113,6 @@ def run(kernel: str, task_name: str, sim: bool, dims: str | None, schedules: int
 def _verifier(code: str) -> bool:
     """Codes of the static verifier (CK2xx-CK4xx): reported, but the kernel still runs."""
     return code[:3] in ("CK2", "CK3", "CK4")
-
-
-def _display(path: Path) -> str:
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()
 
 
 def _print_static(diags: list, src: SourceFile) -> None:

@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+# The libraries are imported inside the functions: `cake --help` loads this module for its
+# help line, and each command loads only what it runs.
+
 if TYPE_CHECKING:  # never imported at run time: the agents load only when the command runs
     from cake_agents.config import EvolveConfig
     from cake_agents.progress import ProgressSink

@@ -20,6 +20,9 @@ from typing import Any
 
 import click
 
+# The libraries are imported inside the functions: `cake --help` loads this module for its
+# help line, and each command loads only what it runs.
+
 KINDS = ("rule", "tactic", "primitive", "calibration")
 
 

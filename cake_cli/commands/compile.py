@@ -14,6 +14,11 @@ from typing import TYPE_CHECKING
 
 import click
 
+from cake_cli.args import check_arch, display
+
+# The libraries are imported inside the functions: `cake --help` loads this module for its
+# help line, and each command loads only what it runs.
+
 if TYPE_CHECKING:
     from cake_core.lower.build import BuildReport, KernelBuild
 
@@ -33,18 +38,14 @@ SCHEMA = "cake.compile/1"
 def compile_cmd(file: str, output: str | None, kernel_name: str | None, arch: str | None,
                 fmt: str, no_cache: bool, color: bool | None) -> None:
     """Compile the kernels of FILE to cubins and report registers, spills and smem."""
-    from cake_core.hardware import get_arch, suggest_arch
     from cake_core.lower.build import build_source
     from cake_core.lower.toolchain import NOT_FOUND, find_toolchain
     from cake_core.syntax.source import SourceFile
 
-    if arch is not None and get_arch(arch) is None:
-        hint = suggest_arch(arch)
-        raise click.UsageError(f"unknown arch {arch!r}" + (f"; did you mean {hint!r}?"
-                                                           if hint else ""))
+    check_arch(arch)
     path = Path(file)
     try:
-        src = SourceFile.read(path, _display(path))
+        src = SourceFile.read(path, display(path))
     except OSError as exc:
         raise click.UsageError(f"cannot read {file}: {exc.strerror}") from exc
     tc = find_toolchain()
@@ -111,10 +112,3 @@ def _json(report: BuildReport, version: str) -> str:
             "ok": report.ok, "kernels": [k.as_data() for k in report.kernels],
             "report": to_json_obj(report.diagnostics, {report.source.path: report.source})}
     return json.dumps(data, indent=2)
-
-
-def _display(path: Path) -> str:
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()

@@ -16,6 +16,9 @@ from typing import Any
 
 import click
 
+# The libraries are imported inside the functions: `cake --help` loads this module for its
+# help line, and each command loads only what it runs.
+
 
 def _open(runs_dir: str) -> Any:
     from cake_agents.store import STORE_NAME, RunsStore

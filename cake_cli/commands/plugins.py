@@ -7,6 +7,9 @@ from pathlib import Path
 
 import click
 
+# The libraries are imported inside the functions: `cake --help` loads this module for its
+# help line, and each command loads only what it runs.
+
 
 @click.group(name="plugins")
 def plugins() -> None:

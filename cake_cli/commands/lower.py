@@ -12,6 +12,11 @@ from pathlib import Path
 
 import click
 
+from cake_cli.args import check_arch, display
+
+# The libraries are imported inside the functions: `cake --help` loads this module for its
+# help line, and each command loads only what it runs.
+
 
 @click.command(name="lower")
 @click.argument("file", type=click.Path(dir_okay=False))
@@ -24,17 +29,13 @@ def lower(file: str, output: str | None, kernel_name: str | None, arch: str | No
           color: bool | None) -> None:
     """Lower the kernels of FILE to CUDA C++ (inline PTX, #line mapped to FILE)."""
     from cake_core.diagnostics.text import render_summary, render_text
-    from cake_core.hardware import get_arch, suggest_arch
     from cake_core.lower import lower_source
     from cake_core.syntax.source import SourceFile
 
-    if arch is not None and get_arch(arch) is None:
-        hint = suggest_arch(arch)
-        raise click.UsageError(f"unknown arch {arch!r}" + (f"; did you mean {hint!r}?"
-                                                           if hint else ""))
+    check_arch(arch)
     path = Path(file)
     try:
-        src = SourceFile.read(path, _display(path))
+        src = SourceFile.read(path, display(path))
     except OSError as exc:
         raise click.UsageError(f"cannot read {file}: {exc.strerror}") from exc
     cu_name = Path(output).name if output else None
@@ -60,10 +61,3 @@ def lower(file: str, output: str | None, kernel_name: str | None, arch: str | No
             click.echo(res.cu, nl=False)
     failed = res.cu is None or any(d.severity.value == "error" for d in res.diagnostics)
     sys.exit(1 if failed else 0)
-
-
-def _display(path: Path) -> str:
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()

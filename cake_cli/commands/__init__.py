@@ -1,0 +1,2 @@
+"""The `cake` commands that live in their own modules, imported by `cake_cli.main` only
+when used."""

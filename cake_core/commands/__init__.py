@@ -1,1 +1,0 @@
-"""CLI commands that live in their own modules (loaded lazily by cake_core.cli)."""
