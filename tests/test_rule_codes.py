@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cake_cli.main import main
 from cake_core import check as check_module
 from cake_core.check import check_source, check_text
-from cake_core.cli import main
 from cake_core.diagnostics.codes import Rule, all_rules, lookup
 from cake_core.diagnostics.model import Diagnostic, Severity
 from cake_core.ir.kernel import Program
