@@ -254,7 +254,7 @@ def _cp_async_depth(kernel: Kernel) -> int:
     def visit(nodes: list[Node], in_loop: bool) -> None:
         nonlocal depth
         for n in nodes:
-            if isinstance(n, Op) and in_loop and n.prim.name == "cp_async_wait":
+            if isinstance(n, Op) and in_loop and n.prim.effects.waits == "cp_async":
                 sym = n.args["n"].sym
                 k = sym.const if sym is not None else None
                 if k:
