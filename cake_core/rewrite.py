@@ -71,7 +71,8 @@ def role_regs_site(source: SourceFile, role: Role) -> tuple[Span, int] | None:
 
 
 def ops_named(kernel: Kernel, name: str) -> list[Op]:
-    return [op for op in kernel.ops() if op.name == name]
+    """The ops of the primitive a tactic asks for by the name its user writes."""
+    return [op for op in kernel.ops() if op.name == name]  # name-branch: a user's query
 
 
 def constants_used_in(source: SourceFile, program: Program, spans: Iterable[Span]) -> list[str]:

@@ -15,7 +15,7 @@ import pytest
 
 from cake_core.check import default_plugins
 from cake_core.hardware import ARCHES
-from cake_core.ir.types import NoneType
+from cake_core.ir.types import NoneType, PipelineType
 from cake_core.primitives.facets import (
     FACET_KINDS,
     FacetError,
@@ -25,7 +25,13 @@ from cake_core.primitives.facets import (
     Unsupported,
     check_facet,
 )
-from cake_core.primitives.registry import EffectSpec, Primitive, builtin_registry
+from cake_core.primitives.registry import (
+    EffectSpec,
+    PipeAction,
+    Primitive,
+    SmemAccess,
+    builtin_registry,
+)
 from cake_core.primitives.traits import Trait
 
 #: Every primitive the installed plugins register, built-ins first.
@@ -49,6 +55,27 @@ def test_primitive_facets_are_complete_and_well_typed(prim: Primitive) -> None:
         assert prim.unsupported.strip(), (
             f"{prim.key} is unsupported on {', '.join(lacking)}: say why and what to use "
             "instead in `unsupported=`")
+
+
+@pytest.mark.parametrize("prim", ALL, ids=[f"{p.plugin}:{p.key}" for p in ALL])
+def test_effects_and_traits_name_the_primitives_own_parameters(prim: Primitive) -> None:
+    """The analyses look these parameters up on every op without checking the name."""
+    spec, names = prim.effects, {p.name for p in prim.params}
+    accessed = [arg for arg, _ in spec.smem_access]
+    for arg in (*spec.reads, *spec.writes, *accessed, spec.global_tile):
+        assert arg is None or arg in names, f"{prim.key}: no parameter {arg!r}"
+    if spec.pipe_action is not None:
+        assert prim.receiver is PipelineType and "self" in (spec.arrives, spec.waits), prim.key
+    if Trait.TMA_COPY in prim.traits:
+        assert spec.global_tile is not None, f"{prim.key}: a TMA copy names its global tile"
+        assert (SmemAccess.TMA in {k for _, k in spec.smem_access}), prim.key
+    if Trait.WARPGROUP_MMA in prim.traits:
+        assert Trait.MMA in prim.traits and {"acc", "a", "b"} <= names, prim.key
+
+
+def test_pipeline_methods_declare_each_protocol_step_once() -> None:
+    steps = [p.effects.pipe_action for p in BUILTIN if p.effects.pipe_action is not None]
+    assert sorted(s.value for s in steps) == sorted(a.value for a in PipeAction)
 
 
 def _referenced(kind: FacetKind) -> set[str]:

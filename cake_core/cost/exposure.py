@@ -28,6 +28,7 @@ from cake_core.cost.record import ONCE, PIPELINED, SERIAL
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role
 from cake_core.ir.types import BarrierType, PipelineType
 from cake_core.ir.values import ViewOrigin
+from cake_core.primitives.traits import Trait
 
 Exposure = tuple[str, int]
 """(latency class, loads in flight) as in `GlobalAccess.latency` / `GlobalAccess.depth`."""
@@ -83,7 +84,7 @@ def load_exposure(kernel: Kernel) -> dict[int, Exposure]:
                 visit(n.orelse, loops, role)
             elif isinstance(n, Op):
                 counter += 1
-                arg = {"tma_load": "bar", "wait": "self"}.get(n.prim.name)
+                arg, is_load = _signal_arg(n)
                 v = n.args.get(arg) if arg else None
                 key = barrier_key(v)
                 if v is None or key is None:
@@ -93,10 +94,23 @@ def load_exposure(kernel: Kernel) -> dict[int, Exposure]:
                 count = t.stages if isinstance(t, PipelineType) else \
                     t.n if isinstance(t, BarrierType) else 1
                 ev = _Event(n, loops, counter, n.role or role, key, count, pipe)
-                (loads if arg == "bar" else waits).append(ev)
+                (loads if is_load else waits).append(ev)
 
     visit(kernel.body, (), None)
     return {id(ld.op): _exposure(ld, loads, waits) for ld in loads}
+
+
+def _signal_arg(op: Op) -> tuple[str | None, bool]:
+    """The barrier argument a TMA copy signals its bytes on (True), or the one an op
+    waits on for data (False): a consumer's pipeline wait or a raw barrier wait, not a
+    producer's wait for an empty stage."""
+    spec = op.prim.effects
+    if Trait.TMA_COPY in op.prim.traits and spec.arrives is not None:
+        return spec.arrives, True
+    consumer = spec.pipe_action is None or spec.pipe_action.side == "consumer"
+    if spec.waits is not None and spec.waits in op.args and consumer:
+        return spec.waits, False
+    return None, False
 
 
 def _exposure(load: _Event, loads: list[_Event], waits: list[_Event]) -> Exposure:

@@ -24,6 +24,7 @@ from cake_core.cost.record import PER_WARP_LAYOUTS
 from cake_core.hardware import ArchSpec, get_arch
 from cake_core.ir.kernel import Kernel, Op, Role, SmemAlloc, walk_nodes
 from cake_core.ir.types import FragmentType, Type
+from cake_core.primitives.traits import Trait
 
 #: Alignment by swizzle span (the swizzle atom); plain buffers are 128-byte aligned for TMA.
 SWIZZLE_ALIGN = {0: 128, 32: 256, 64: 512, 128: 1024}
@@ -149,9 +150,6 @@ def _role_ops(kernel: Kernel, role: Role | None) -> list[Op]:
     return [n for n in walk_nodes(nodes) if isinstance(n, Op)]
 
 
-_STAGING = frozenset({"ldmatrix", "load"})
-
-
 def estimate_registers(kernel: Kernel, role: Role | None, arch: ArchSpec) -> RegisterEstimate:
     """Accumulators + operand staging + the largest temporary + addressing overhead."""
     warps = role.warps if role is not None else kernel.warps
@@ -161,9 +159,9 @@ def estimate_registers(kernel: Kernel, role: Role | None, arch: ArchSpec) -> Reg
         regs = sum(fragment_regs(r.type, threads) for r in op.results)
         if not regs:
             continue
-        if op.prim.name == "fragment":
+        if Trait.ALLOCATES_FRAGMENT in op.prim.traits:
             acc += regs
-        elif op.prim.name in _STAGING:
+        elif Trait.REGISTER_STAGING in op.prim.traits:
             staging_sum += regs
             staging_max = max(staging_max, regs)
         else:

@@ -46,6 +46,7 @@ from cake_core.ir.types import (
 )
 from cake_core.ir.values import ViewOrigin, range_bounds, role_spec
 from cake_core.primitives.registry import Registry, builtin_registry
+from cake_core.primitives.traits import Trait
 from cake_core.syntax import ast
 from cake_core.syntax.source import SourceFile, Span
 
@@ -471,7 +472,8 @@ class KernelBuilder:
         """The string literal that names `role` in the `pipeline(...)` call making `pipe`."""
         assert self.kernel is not None
         for op in self.kernel.ops():
-            if op.prim.name != "pipeline" or not op.results or op.results[0] is not pipe:
+            if Trait.DECLARES_PIPELINE not in op.prim.traits or not op.results or \
+                    op.results[0] is not pipe:
                 continue
             producer, consumer = op.args.get("producer"), op.args.get("consumer")
             if producer is not None and producer.const == role:

@@ -103,6 +103,7 @@ from cake_core.ir.kernel import Program
 from cake_core.ir.types import PipelineType
 from cake_core.plugins import RuleItem
 from cake_core.primitives.registry import Provenance
+from cake_core.primitives.traits import Trait
 from cake_core.syntax.source import SourceFile
 
 CODE = Rule("{code}", "single-stage-pipeline",
@@ -114,7 +115,7 @@ def check(program: Program, source: SourceFile) -> list:
     out = []
     for kernel in program.kernels:
         for op in kernel.ops():
-            if op.name != "pipeline" or not op.results:
+            if Trait.DECLARES_PIPELINE not in op.prim.traits or not op.results:
                 continue
             ty = op.results[0].type
             if isinstance(ty, PipelineType) and ty.stages == 1:
@@ -137,11 +138,12 @@ TACTICS = '''"""A tactic: double the stage count of a pipeline whose depth is a 
 
 from cake_core.diagnostics.model import TextEdit
 from cake_core.plugins import Tactic, TacticResult
+from cake_core.primitives.traits import Trait
 
 
 def _stage_literal(kernel, source):
     for op in kernel.ops():
-        if op.name == "pipeline":
+        if Trait.DECLARES_PIPELINE in op.prim.traits:
             span = op.arg_spans.get("stages")
             if span is not None and source.snippet(span).strip().isdigit():
                 return span, int(source.snippet(span))

@@ -22,7 +22,7 @@ from cake_core.ir.types import (
     shape_str,
 )
 from cake_core.primitives.facets import FacetModules
-from cake_core.primitives.registry import EffectSpec, Primitive, param
+from cake_core.primitives.registry import EffectSpec, Primitive, SmemAccess, param
 from cake_core.primitives.traits import Trait
 from cake_core.syntax.source import Span
 
@@ -164,9 +164,10 @@ kernel has armed with `expect_tx`.  One elected thread issues the copy.
 tma_load(sa[s], A.tile((BM, BK), (block.x, k)), ab)
 ```""",
         effects=EffectSpec(reads=("src",), writes=("dst",), async_group="tma", arrives="bar",
-                           tx_bytes=True),
+                           tx_bytes=True, global_tile="src",
+                           smem_access=(("dst", SmemAccess.TMA),)),
         requires=frozenset({Feature.TMA}), facets=_FACETS.of("tma_load"),
-        traits=frozenset({Trait.SINGLE_THREAD}),
+        traits=frozenset({Trait.SINGLE_THREAD, Trait.TMA_COPY}),
         unsupported="on sm_80 use cp_async + cp_async_commit/cp_async_wait instead",
     ),
     Primitive(
@@ -177,9 +178,10 @@ tma_load(sa[s], A.tile((BM, BK), (block.x, k)), ab)
 
 Generic-proxy writes to `src` must be made visible first with `fence_proxy_async()`; wait
 for completion with `tma_store_wait(0)` before reusing `src`.""",
-        effects=EffectSpec(reads=("src",), writes=("dst",), async_group="bulk_store"),
+        effects=EffectSpec(reads=("src",), writes=("dst",), async_group="bulk_store",
+                           global_tile="dst", smem_access=(("src", SmemAccess.TMA),)),
         requires=frozenset({Feature.TMA}), facets=_FACETS.of("tma_store"),
-        traits=frozenset({Trait.SINGLE_THREAD, Trait.GLOBAL_STORE}),
+        traits=frozenset({Trait.SINGLE_THREAD, Trait.GLOBAL_STORE, Trait.TMA_COPY}),
         unsupported="on sm_80 store fragments with store() instead",
     ),
     Primitive(
@@ -201,7 +203,8 @@ for completion with `tma_store_wait(0)` before reusing `src`.""",
 
 The copy joins the current cp.async group; close the group with `cp_async_commit()` and
 wait for it with `cp_async_wait(n)` before reading `dst`.""",
-        effects=EffectSpec(reads=("src",), writes=("dst",), async_group="cp_async"),
+        effects=EffectSpec(reads=("src",), writes=("dst",), async_group="cp_async",
+                           global_tile="src", smem_access=(("dst", SmemAccess.CHUNKS),)),
         requires=frozenset({Feature.CP_ASYNC}), facets=_FACETS.of("cp_async"),
         unsupported="cp.async needs sm_80 or newer",
     ),
@@ -237,22 +240,27 @@ uses the `.trans` form when the operand's K dimension is not the contiguous one.
 a = ldmatrix(sa[s].tile((WM, 16), (wm, kk)))
 b = ldmatrix(sb[s].tile((WN, 16), (wn, kk)).T)
 ```""",
-        effects=EffectSpec(reads=("src",)),
+        effects=EffectSpec(reads=("src",), smem_access=(("src", SmemAccess.LDMATRIX),)),
         requires=frozenset({Feature.LDMATRIX}), facets=_FACETS.of("ldmatrix"),
+        traits=frozenset({Trait.REGISTER_STAGING}),
     ),
     Primitive(
         "load", "copy",
         (param("src", SmemType, TileType),),
         _load_rule,
         """Load a global tile or a shared-memory view into a register fragment (vectorised).""",
-        effects=EffectSpec(reads=("src",)), facets=_FACETS.of("load"),
+        effects=EffectSpec(reads=("src",), global_tile="src",
+                           smem_access=(("src", SmemAccess.ROWS),)),
+        facets=_FACETS.of("load"), traits=frozenset({Trait.REGISTER_STAGING}),
     ),
     Primitive(
         "store", "copy",
         (param("dst", SmemType, TileType), param("src", FragmentType)),
         _store_rule,
         """Store a register fragment into a global tile (clipped at the tensor's edge) or smem.""",
-        effects=EffectSpec(reads=("src",), writes=("dst",)), facets=_FACETS.of("store"),
+        effects=EffectSpec(reads=("src",), writes=("dst",), global_tile="dst",
+                           smem_access=(("dst", SmemAccess.ROWS),)),
+        facets=_FACETS.of("store"),
         traits=frozenset({Trait.GLOBAL_STORE}),
     ),
 )

@@ -161,8 +161,8 @@ def _row_arg_rule(ctx: CallContext) -> Type:
                       FragmentType(DType.I32, x.shape[:1], FragLayout.ROWS)))
 
 
-_ELEMENTWISE = frozenset({Trait.THREAD_LOCAL, Trait.ELEMENTWISE})
-_REDUCTION = frozenset({Trait.THREAD_LOCAL, Trait.ROW_REDUCTION})
+_ELEMENTWISE = frozenset({Trait.THREAD_LOCAL, Trait.REGISTER_MATH, Trait.ELEMENTWISE})
+_REDUCTION = frozenset({Trait.THREAD_LOCAL, Trait.REGISTER_MATH, Trait.ROW_REDUCTION})
 
 
 def _binary(name: str, doc: str, rule=_binary_rule) -> Primitive:
@@ -227,7 +227,7 @@ PRIMITIVES = (
               _unsqueeze_rule,
               "Insert a length-1 dimension at `dim` so a per-row vector broadcasts over columns.",
               effects=EffectSpec(reads=("x",)), facets=_FACETS.of("unsqueeze"),
-              traits=frozenset({Trait.THREAD_LOCAL})),
+              traits=frozenset({Trait.THREAD_LOCAL, Trait.REGISTER_MATH})),
     Primitive("row_max", "math", (param("x", FragmentType),), _row_reduce_rule,
               _ROW.format(what="maximum"), effects=EffectSpec(reads=("x",)),
               facets=_FACETS.of("row_max"),

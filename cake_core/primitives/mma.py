@@ -18,7 +18,7 @@ from cake_core.ir.types import (
     shape_str,
 )
 from cake_core.primitives.facets import FacetModules
-from cake_core.primitives.registry import EffectSpec, Primitive, param
+from cake_core.primitives.registry import EffectSpec, Primitive, SmemAccess, param
 from cake_core.primitives.traits import Trait
 from cake_core.syntax.source import Span
 
@@ -161,9 +161,10 @@ multiples of (16, 8, 16); larger tiles issue one instruction per 16x8x16 block."
 K-major buffer as `sb[s].T`).  M is a multiple of 64 (one 64-row slab per warpgroup of the
 role), N a multiple of 8 up to 256, K a multiple of 16 (32 for fp8).  The result is not
 ready until `wgmma_wait(n)`.""",
-        effects=EffectSpec(reads=("acc", "a", "b"), writes=("acc",), async_group="wgmma"),
+        effects=EffectSpec(reads=("acc", "a", "b"), writes=("acc",), async_group="wgmma",
+                           smem_access=(("a", SmemAccess.WGMMA), ("b", SmemAccess.WGMMA))),
         requires=frozenset({Feature.WGMMA}), facets=_FACETS.of("wgmma"),
-        traits=frozenset({Trait.MMA}),
+        traits=frozenset({Trait.MMA, Trait.WARPGROUP_MMA}),
         unsupported="wgmma needs sm_90a (not sm_90, not sm_100a); on sm_80 use ldmatrix + mma_sync",
     ),
     Primitive(

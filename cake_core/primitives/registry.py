@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterable
 from dataclasses import KW_ONLY, dataclass, field
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from cake_core.hardware import Feature
@@ -49,6 +50,45 @@ def param(name: str, *kinds: type[Type], default: object = _REQUIRED, doc: str =
     return ParamSpec(name, kinds, default, doc, const)
 
 
+class PipeAction(Enum):
+    """The step of the pipeline protocol a pipeline method performs."""
+
+    ACQUIRE = "acquire"
+    """Producer: take an empty stage (waits on its empty barrier)."""
+    COMMIT = "commit"
+    """Producer: publish the stage it filled (arrives on its full barrier)."""
+    WAIT = "wait"
+    """Consumer: take a full stage (waits on its full barrier)."""
+    RELEASE = "release"
+    """Consumer: hand the stage back (arrives on its empty barrier)."""
+
+    @property
+    def side(self) -> str:
+        """"producer" or "consumer": the side of the pipeline that performs the step."""
+        return "producer" if self in (PipeAction.ACQUIRE, PipeAction.COMMIT) else "consumer"
+
+
+class SmemAccess(Enum):
+    """How an op addresses a shared-memory operand: what the buffer's layout must
+    serve, and which lane-address model the bank-conflict analysis follows."""
+
+    TMA = "tma"
+    """Whole boxes through a TMA descriptor (dense rows, 128-byte aligned, swizzle <= span)."""
+    WGMMA = "wgmma"
+    """An MMA operand read through a wgmma shared-memory descriptor."""
+    LDMATRIX = "ldmatrix"
+    """8x8 matrices of 16-byte rows, one row address per lane (ldmatrix, stmatrix)."""
+    ROWS = "rows"
+    """Vectors of a `rows` fragment, each thread moving pieces of one row."""
+    CHUNKS = "chunks"
+    """Row-major 16-byte chunks spread over the threads (cp.async)."""
+
+    @property
+    def banked(self) -> bool:
+        """Whether the bank model follows this access's lane addresses."""
+        return self in (SmemAccess.LDMATRIX, SmemAccess.ROWS, SmemAccess.CHUNKS)
+
+
 @dataclass(frozen=True, slots=True)
 class EffectSpec:
     """What an op does to memory and barriers, by parameter name.
@@ -66,6 +106,15 @@ class EffectSpec:
     waits: str | None = None
     tx_bytes: bool = False
     fence: str | None = None  # "proxy_async", "block", "named", "mbarrier_init"
+    pipe_action: PipeAction | None = None
+    """The pipeline protocol step of a pipeline method (its `arrives`/`waits` is `self`)."""
+    global_tile: str | None = None
+    """The parameter naming the global side of a copy: its tile is the TMA box, and its
+    rows decide the vector width of a plain load, store or cp.async."""
+    smem_access: tuple[tuple[str, SmemAccess], ...] = ()
+    """(parameter, how it is addressed) for each operand that may be shared memory; the
+    layout rules and the bank-conflict analysis check these (a parameter whose argument
+    is not shared memory at an op is skipped)."""
 
 
 NO_EFFECTS = EffectSpec()

@@ -7,7 +7,7 @@ from cake_core.hardware import Feature
 from cake_core.ir.typecheck import CallContext
 from cake_core.ir.types import BarrierType, IntType, NoneType, PipelineType, StageType, Type
 from cake_core.primitives.facets import FacetModules
-from cake_core.primitives.registry import EffectSpec, Primitive, param
+from cake_core.primitives.registry import EffectSpec, PipeAction, Primitive, param
 from cake_core.primitives.traits import Trait
 
 #: Where this family's facets live; each primitive names its own attribute.
@@ -94,8 +94,8 @@ PRIMITIVES = (
 
 Waits on the stage's *empty* barrier with the phase the pipeline tracks (empty barriers
 start at phase 1, so the first pass over the ring does not block).""",
-        effects=EffectSpec(waits="self"), receiver=_P, requires=frozenset({Feature.MBARRIER}),
-        facets=_FACETS.of("pipeline_acquire"),
+        effects=EffectSpec(waits="self", pipe_action=PipeAction.ACQUIRE), receiver=_P,
+        requires=frozenset({Feature.MBARRIER}), facets=_FACETS.of("pipeline_acquire"),
         traits=frozenset({Trait.SINGLE_THREAD}),
     ),
     Primitive(
@@ -104,23 +104,23 @@ start at phase 1, so the first pass over the ring does not block).""",
 
 With TMA copies the arrival carries the stage's transaction bytes (derived from the
 copies issued since `acquire`); with other writes it is a plain arrival.""",
-        effects=EffectSpec(arrives="self"), receiver=_P, requires=frozenset({Feature.MBARRIER}),
-        facets=_FACETS.of("pipeline_commit"),
+        effects=EffectSpec(arrives="self", pipe_action=PipeAction.COMMIT), receiver=_P,
+        requires=frozenset({Feature.MBARRIER}), facets=_FACETS.of("pipeline_commit"),
         traits=frozenset({Trait.SINGLE_THREAD}),
     ),
     Primitive(
         "wait", "sync", (param("self", _P),), _stage_rule("consumer"),
         """Consumer: wait until the next stage is full and return its index.""",
-        effects=EffectSpec(waits="self"), receiver=_P, requires=frozenset({Feature.MBARRIER}),
-        facets=_FACETS.of("pipeline_wait"),
+        effects=EffectSpec(waits="self", pipe_action=PipeAction.WAIT), receiver=_P,
+        requires=frozenset({Feature.MBARRIER}), facets=_FACETS.of("pipeline_wait"),
     ),
     Primitive(
         "release", "sync", (param("self", _P),), _side_rule("consumer"),
         """Consumer: hand the stage back to the producer (arrive on its empty barrier).
 
 Every consumer role must release every stage it waited for, after its last read of it.""",
-        effects=EffectSpec(arrives="self"), receiver=_P, requires=frozenset({Feature.MBARRIER}),
-        facets=_FACETS.of("pipeline_release"),
+        effects=EffectSpec(arrives="self", pipe_action=PipeAction.RELEASE), receiver=_P,
+        requires=frozenset({Feature.MBARRIER}), facets=_FACETS.of("pipeline_release"),
     ),
     Primitive(
         "arrive", "sync", (param("self", _B), param("count", IntType, default=1)),

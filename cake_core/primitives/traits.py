@@ -61,3 +61,20 @@ class Trait(Enum):
 
     BARRIER_INIT_FENCE = "fences barrier initialisation"
     """Makes the mbarrier initialisations visible to the async proxy and the cluster."""
+
+    TMA_COPY = "TMA copy"
+    """Copies a box between a global tile (its `global_tile` parameter) and shared memory
+    through a TMA descriptor: the box and the tensor's strides must be encodable."""
+
+    WARPGROUP_MMA = "warpgroup MMA"
+    """An MMA issued by whole warpgroups (4 aligned warps), each owning a 64-row slab of
+    `acc`, reading shared-memory operands through descriptors that transpose only
+    16-bit elements (other dtypes must be K-major)."""
+
+    REGISTER_STAGING = "stages operands in registers"
+    """Its result fragment holds operands on their way from memory to compute (ldmatrix,
+    load): the register estimate counts these per live copy, not as temporaries."""
+
+    REGISTER_MATH = "register math"
+    """Computes on registers only (no memory, no synchronisation): a statement made of
+    such ops can move to whichever role holds its operands."""

@@ -39,6 +39,7 @@ from cake_core.ir.expressions import ViewOrigin
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Program, Role, Value
 from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var
 from cake_core.ir.types import SmemType, StageType, TupleType
+from cake_core.primitives.traits import Trait
 from cake_core.syntax.source import SourceFile, Span
 from cake_core.verify.unroll import condition_leaves, evaluate, truth
 
@@ -143,7 +144,8 @@ class _KernelBounds:
             if isinstance(v.type, SmemType):
                 yield from self._indexed(v, op.arg_spans.get(name, v.span), where)
         view = op.args.get("self")
-        if op.name == "tile" and view is not None and isinstance(view.type, SmemType):
+        if Trait.SMEM_VIEW in op.prim.traits and view is not None and \
+                isinstance(view.type, SmemType):
             f = self._tile(op, where)
             if f is not None:
                 yield f

@@ -22,10 +22,10 @@ from cake_core.ir.types import (
     numel,
 )
 from cake_core.ir.values import elements
+from cake_core.primitives.traits import Trait
 
 #: Async groups whose smem accesses go through the async proxy (TMA and wgmma).
 ASYNC_PROXY = frozenset({"tma", "wgmma", "bulk_store"})
-PIPE_ACTIONS = frozenset({"acquire", "commit", "wait", "release"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,7 @@ class Effects:
     async_group: str | None = None
     pipe: Value | None = None
     pipe_action: str | None = None
+    """The `PipeAction` value ("acquire", "commit", "wait", "release") done on `pipe`."""
     arrive: Value | None = None
     """A raw mbarrier the op arrives on (not an async copy's tx signal)."""
     arrive_count: int | None = None
@@ -73,12 +74,14 @@ def effects_of(op: Op) -> Effects:
     kw["frag_reads"] = values(spec.reads, FragmentType)
     kw["frag_writes"] = values(spec.writes, FragmentType)
     kw["async_group"] = spec.async_group
+    # an op that arrives on or waits for a pipeline without a protocol step is no step
+    action = spec.pipe_action.value if spec.pipe_action is not None else None
     target = args.get(spec.arrives) if spec.arrives else None
     if target is not None and spec.async_group is not None:
         kw["copy_bar"] = target
         kw["copy_bytes"] = sum(_bytes(v) for v in smem_writes)
     elif target is not None and isinstance(target.type, PipelineType):
-        kw["pipe"], kw["pipe_action"] = target, op.prim.name
+        kw["pipe"], kw["pipe_action"] = (target, action) if action else (None, None)
     elif target is not None and isinstance(target.type, BarrierType):
         kw["arrive"] = target
         if spec.tx_bytes:
@@ -90,7 +93,7 @@ def effects_of(op: Op) -> Effects:
         if w is None:
             kw["group_wait"] = (spec.waits, _int(args.get("n")) or 0)
         elif isinstance(w.type, PipelineType):
-            kw["pipe"], kw["pipe_action"] = w, op.prim.name
+            kw["pipe"], kw["pipe_action"] = (w, action) if action else (None, None)
         elif isinstance(w.type, BarrierType):
             kw["wait"], kw["parity"] = w, args.get("parity")
     if spec.fence == "cp_async_commit":
@@ -102,8 +105,6 @@ def effects_of(op: Op) -> Effects:
         kw["barrier"] = (kind, _int(args.get("id")) or 0, _int(args.get("warps")))
     elif spec.fence is not None:
         kw["fence"] = spec.fence
-    if kw.get("pipe_action") not in (None, *PIPE_ACTIONS):
-        kw["pipe"] = kw["pipe_action"] = None
     return Effects(**kw)  # type: ignore[arg-type]
 
 
@@ -166,7 +167,8 @@ class Views:
         self._by_name: dict[str, list[Op]] = {}
         self._cache: dict[int, ViewRef] = {}
         for op in kernel.ops():
-            if op.prim.name == "tile" and op.results and isinstance(op.results[0].type, SmemType):
+            if Trait.SMEM_VIEW in op.prim.traits and op.results and \
+                    isinstance(op.results[0].type, SmemType):
                 self._tiles[id(op.results[0])] = op
                 self._by_name.setdefault(op.results[0].name, []).append(op)
 

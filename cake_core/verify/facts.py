@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from cake_core.diagnostics.model import TextEdit
 from cake_core.ir.kernel import Kernel, Op
 from cake_core.ir.types import BarrierType, PipelineType, StageType
+from cake_core.primitives.traits import Trait
 from cake_core.syntax.source import SourceFile, Span
 from cake_core.verify.effects import Effects, Views, effects_of
 from cake_core.verify.unroll import Agent, Env, agents_of, concrete_sizes, loop_vars_of
@@ -46,7 +47,8 @@ class KernelFacts:
                 if isinstance(r.type, PipelineType):
                     self.pipelines[r.type.name] = r.type
                     self.pipeline_ops[r.type.name] = op
-                elif isinstance(r.type, BarrierType) and op.prim.name == "mbarrier":
+                elif isinstance(r.type, BarrierType) and \
+                        Trait.ALLOCATES_BARRIER in op.prim.traits:
                     self.barriers[r.type.name] = (r.type, op)
         self.owner = self._owners()
         self.loop_vars = loop_vars_of(k.body)

@@ -12,13 +12,14 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, Fix, Related
 from cake_core.ir.kernel import Node, Op, walk_nodes
 from cake_core.ir.types import BarrierType
+from cake_core.primitives.traits import Trait
 from cake_core.verify.facts import KernelFacts
 
 
 def _uses_barrier(node: Node) -> Op | None:
     nodes = [node] if isinstance(node, Op) else list(walk_nodes([node]))
     for n in nodes:
-        if isinstance(n, Op) and n.prim.name != "mbarrier" and \
+        if isinstance(n, Op) and Trait.ALLOCATES_BARRIER not in n.prim.traits and \
                 any(isinstance(v.type, BarrierType) for v in n.args.values()):
             return n
     return None
@@ -26,7 +27,8 @@ def _uses_barrier(node: Node) -> Op | None:
 
 def check(facts: KernelFacts) -> list[Diagnostic]:
     body = facts.kernel.body
-    allocs = [i for i, n in enumerate(body) if isinstance(n, Op) and n.prim.name == "mbarrier"]
+    allocs = [i for i, n in enumerate(body)
+              if isinstance(n, Op) and Trait.ALLOCATES_BARRIER in n.prim.traits]
     if not allocs:
         return []
     last = allocs[-1]

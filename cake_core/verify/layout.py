@@ -20,6 +20,8 @@ from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related,
 from cake_core.ir.kernel import Kernel, Op, Program
 from cake_core.ir.symbolic import divides
 from cake_core.ir.types import FragLayout, FragmentType, SmemLayout, SmemType, TileType
+from cake_core.primitives.registry import SmemAccess
+from cake_core.primitives.traits import Trait
 from cake_core.syntax.source import SourceFile, Span
 from cake_core.verify import banks
 from cake_core.verify.views import Geometry, View, ViewTracer
@@ -28,8 +30,6 @@ from cake_core.verify.views import Geometry, View, ViewTracer
 CODES = (codes.SWIZZLE_ROW_MISMATCH, codes.TMA_LAYOUT, codes.MMA_LAYOUT, codes.BANK_CONFLICT)
 SPANS = (128, 64, 32)
 TMA_SMEM_ALIGN = 128
-#: Use kinds whose lane addresses the bank model follows.
-BANKED = ("ldmatrix", "rows", "chunks")
 
 
 def check(program: Program, source: SourceFile) -> list[Diagnostic]:
@@ -41,13 +41,13 @@ def check(program: Program, source: SourceFile) -> list[Diagnostic]:
 
 @dataclass(frozen=True, slots=True)
 class Use:
-    """One instruction touching a buffer: `kind` is tma, wgmma, ldmatrix, rows (a fragment
-    load/store) or chunks (cp.async)."""
+    """One instruction touching a buffer through one operand, addressed as its primitive
+    declares (`EffectSpec.smem_access`)."""
 
     op: Op
     arg: str
     view: View
-    kind: str
+    kind: SmemAccess
     threads: int = 32
     box_inner: int = 0
     starts: tuple[tuple[int, int], ...] | None = None
@@ -69,7 +69,8 @@ class Problem:
 def _check_kernel(k: Kernel) -> Iterator[Diagnostic]:
     tracer = ViewTracer(k)
     decls = {op.results[0].type.buffer: op for op in k.ops()
-             if op.name == "smem" and op.results and isinstance(op.results[0].type, SmemType)}
+             if Trait.ALLOCATES_SMEM in op.prim.traits and op.results
+             and isinstance(op.results[0].type, SmemType)}
     uses = uses_by_buffer(k, tracer)
     for name, g in tracer.geometries.items():
         decl = decls.get(name)
@@ -93,38 +94,33 @@ def _check_kernel(k: Kernel) -> Iterator[Diagnostic]:
 def uses_by_buffer(k: Kernel, tracer: ViewTracer) -> dict[str, list[Use]]:
     out: dict[str, list[Use]] = {}
 
-    def add(op: Op, arg: str, kind: str, box_inner: int = 0) -> None:
+    def add(op: Op, arg: str, kind: SmemAccess, box_inner: int = 0) -> None:
         view = tracer.view(op, arg)
         if view is None:
             return
         role = k.roles.get(op.role) if op.role else None
         threads = role.warps * 32 if role is not None else k.threads
-        starts = banks.positions(view) if kind in BANKED else None
+        starts = banks.positions(view) if kind.banked else None
         out.setdefault(view.buffer, []).append(Use(op, arg, view, kind, threads, box_inner,
                                                    starts))
 
     for op in k.ops():
-        n = op.name
-        if n in ("tma_load", "tma_store"):
-            tile = op.args["src" if n == "tma_load" else "dst"].type
-            if isinstance(tile, TileType) and tile.shape[-1].const is not None:
-                add(op, "dst" if n == "tma_load" else "src", "tma",
-                    tile.shape[-1].const * tile.dtype.bytes)
-        elif n == "wgmma":
-            for arg in ("a", "b"):
-                if isinstance(op.args[arg].type, SmemType):
-                    add(op, arg, "wgmma")
-        elif n == "ldmatrix":
-            add(op, "src", "ldmatrix")
-        elif n == "load" and isinstance(op.args["src"].type, SmemType):
-            add(op, "src", "rows")
-        elif n == "store" and isinstance(op.args["dst"].type, SmemType):
-            src = op.args["src"].type
-            if isinstance(src, FragmentType) and src.layout == FragLayout.ROWS:
-                add(op, "dst", "rows")
-        elif n == "cp_async":
-            add(op, "dst", "chunks")
+        spec = op.prim.effects
+        for arg, kind in spec.smem_access:
+            if kind is SmemAccess.TMA:
+                tile = op.args[spec.global_tile].type if spec.global_tile else None
+                if isinstance(tile, TileType) and tile.shape[-1].const is not None:
+                    add(op, arg, kind, tile.shape[-1].const * tile.dtype.bytes)
+            elif kind is not SmemAccess.ROWS or _rows_fragments(op, arg):
+                add(op, arg, kind)
     return out
+
+
+def _rows_fragments(op: Op, arg: str) -> bool:
+    """Whether the registers a `rows` access moves are `rows` fragments (the only lane
+    mapping the bank model knows): the fragment read from, if any; a load's result is one."""
+    others = [op.args[p].type for p in op.prim.effects.reads if p != arg and p in op.args]
+    return all(isinstance(t, FragmentType) and t.layout == FragLayout.ROWS for t in others)
 
 
 # --- what each instruction can encode ------------------------------------------------------
@@ -138,12 +134,12 @@ def first_problem(g: Geometry, uses: list[Use], decl_span: Span) -> Problem | No
             f"{g.dtype.value})",
             (f"TMA and wgmma use swizzle({s}) only on rows that are a multiple of {s} bytes",))
     for u in uses:
-        if u.kind == "tma":
+        if u.kind is SmemAccess.TMA:
             p = tma_problem(g, u)
             if p is not None:
                 return p
     for u in uses:
-        if u.kind == "wgmma":
+        if u.kind is SmemAccess.WGMMA:
             p = mma_problem(g, u)
             if p is not None:
                 return p
@@ -152,7 +148,7 @@ def first_problem(g: Geometry, uses: list[Use], decl_span: Span) -> Problem | No
 
 def tma_problem(g: Geometry, u: Use) -> Problem | None:
     v, name, what = u.view, g.name, u.op.name
-    moves = "writes" if what == "tma_load" else "reads"
+    moves = "writes" if u.arg in u.op.prim.effects.writes else "reads"
     rule = codes.TMA_LAYOUT
     if g.layout.pad:
         return Problem(rule, u.span, f"{what} cannot use `{name}`: TMA {moves} boxes densely "
@@ -206,15 +202,15 @@ def candidate_layouts(g: Geometry) -> list[SmemLayout]:
 def conflict_reports(g: Geometry, uses: list[Use]) -> list[tuple[Use, banks.BankReport]]:
     out = []
     for u in uses:
-        if u.kind not in BANKED or u.starts is None:
+        if not u.kind.banked or u.starts is None:
             continue
         starts = banks.bases(g, u.starts)
-        if u.kind == "ldmatrix":
+        if u.kind is SmemAccess.LDMATRIX:
             if u.view.rows % 8 or (u.view.cols * g.esize) % 16:
                 continue
             rep = banks.worst(banks.ldmatrix_report(g, u.view, b) for b in starts)
         else:
-            report = banks.fragment_access_report if u.kind == "rows" else \
+            report = banks.fragment_access_report if u.kind is SmemAccess.ROWS else \
                 banks.chunked_access_report
             rep = banks.worst(report(g, u.view, u.threads, b) for b in starts)
         out.append((u, rep))
@@ -275,9 +271,9 @@ def _conflicts(g: Geometry, uses: list[Use], decl: Op) -> Diagnostic | None:
 
 
 def _describe(g: Geometry, u: Use, r: banks.BankReport) -> str:
-    if u.kind == "ldmatrix":
+    if u.kind is SmemAccess.LDMATRIX:
         return (f"ldmatrix reads `{g.name}` with {r.worst}-way bank conflicts: {r.wavefronts} "
                 f"wavefronts per warp where {r.phases} would do ({r.extra} extra)")
-    verb = {"load": "load from", "store": "store to", "cp_async": "cp_async to"}[u.op.name]
+    verb = f"{u.op.name} {'to' if u.arg in u.op.prim.effects.writes else 'from'}"
     return (f"{verb} `{g.name}` has {r.worst}-way bank conflicts: {r.extra} extra wavefronts "
             f"over {r.instructions} warp instructions ({r.wavefronts} instead of {r.phases})")

@@ -17,6 +17,7 @@ from cake_core.hardware import ArchSpec, Feature
 from cake_core.ir.kernel import Kernel, Op, Program, Role
 from cake_core.ir.symbolic import Const, Dim, SymExpr, divides, mul
 from cake_core.ir.types import DType, FragmentType, SmemType, TensorType, TileType, shape_str
+from cake_core.primitives.traits import Trait
 from cake_core.syntax.source import Span
 from cake_core.verify.edits import SourceIndex, dim_multiple_edit
 from cake_core.verify.views import ViewTracer
@@ -43,9 +44,9 @@ def _tma(k: Kernel, program: Program, index: SourceIndex) -> Iterator[Diagnostic
     seen_tensor: set[str] = set()
     seen_dims: set[str] = set()
     for op in k.ops():
-        if op.name not in ("tma_load", "tma_store"):
+        arg = op.prim.effects.global_tile
+        if Trait.TMA_COPY not in op.prim.traits or arg is None:
             continue
-        arg = "src" if op.name == "tma_load" else "dst"
         tile = op.args[arg].type
         if not isinstance(tile, TileType):
             continue
@@ -139,7 +140,7 @@ def _role_warps(k: Kernel, op: Op) -> tuple[str, int, int, Role | None]:
 def _wgmma(k: Kernel, tracer: ViewTracer) -> Iterator[Diagnostic]:
     seen: set[tuple[str | None, str]] = set()
     for op in k.ops():
-        if op.name != "wgmma":
+        if Trait.WARPGROUP_MMA not in op.prim.traits:
             continue
         yield from _operand_major(op, tracer)
         acc = op.args["acc"].type
@@ -229,9 +230,9 @@ def _dtypes(k: Kernel, arch: ArchSpec) -> Iterator[Diagnostic]:
 def _vectors(k: Kernel) -> Iterator[Diagnostic]:
     seen: set[tuple[str, tuple[int, ...]]] = set()
     for op in k.ops():
-        arg = {"load": "src", "store": "dst", "cp_async": "src"}.get(op.name)
-        if arg is None:
-            continue
+        arg = op.prim.effects.global_tile
+        if arg is None or Trait.TMA_COPY in op.prim.traits:
+            continue  # a TMA box is checked whole by `_tma`
         tile = op.args[arg].type
         if not isinstance(tile, TileType):
             continue
@@ -242,7 +243,8 @@ def _vectors(k: Kernel) -> Iterator[Diagnostic]:
             continue  # a tile smaller than one vector has nothing to widen
         seen.add((tile.tensor, box))
         width = math.gcd(row, VECTOR_BYTES)
-        what = "cp.async copies" if op.name == "cp_async" else "each thread moves"
+        what = "cp.async copies" if op.prim.effects.async_group == "cp_async" else \
+            "each thread moves"
         yield codes.NARROW_VECTOR_ACCESS.at(
             op.arg_spans.get(arg, op.span),
             f"rows of this {tile.dtype.value} tile are {row} bytes, not a multiple of 16: "

@@ -188,7 +188,8 @@ class _RoleFlow:
         return out
 
     def _last_closer(self, nodes: list[Node], side: str) -> Op | None:
-        ops = [o for o in self._pipe_ops(nodes) if o.prim.name == _CLOSER[side]]
+        ops = [o for o in self._pipe_ops(nodes)
+               if self.facts.effects(o).pipe_action == _CLOSER[side]]
         return ops[-1] if ops else None
 
     def report(self, at: Op | ForOp, message: str, *, related: list[Related] | None = None,

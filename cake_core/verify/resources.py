@@ -15,6 +15,7 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related, TextEdit
 from cake_core.hardware import ArchSpec, Feature, get_arch
 from cake_core.ir.kernel import Kernel, Op, Program, Role
+from cake_core.primitives.traits import Trait
 from cake_core.syntax import ast
 from cake_core.syntax.source import SourceFile, Span
 from cake_core.verify import operands
@@ -139,10 +140,11 @@ def _stage_constant(k: Kernel, program: Program) -> tuple[str, int, dict[str, in
     def lead(op: Op) -> str | None:
         shape = op.args.get("shape")
         elts = shape.const if shape is not None and isinstance(shape.const, tuple) else ()
-        return constant_of(elts[0]) if op.name == "smem" and len(elts) >= 3 else None
+        smem = Trait.ALLOCATES_SMEM in op.prim.traits
+        return constant_of(elts[0]) if smem and len(elts) >= 3 else None
 
     ops = list(k.ops())
-    piped = {n for op in ops if op.name == "pipeline"
+    piped = {n for op in ops if Trait.DECLARES_PIPELINE in op.prim.traits
              if (n := constant_of(op.args.get("stages"))) is not None}
     leads = [n for op in ops if (n := lead(op)) is not None]
     ranked = sorted(set(leads), key=lambda n: (n not in piped, "STAGE" not in n.upper(),
@@ -159,9 +161,9 @@ def _stage_constant(k: Kernel, program: Program) -> tuple[str, int, dict[str, in
         for op in ops:
             a = allocs.get((op.span.start.offset, op.span.end.offset))
             if a is not None and (lead(op) == name or
-                                  (op.name == "pipeline" and
+                                  (Trait.DECLARES_PIPELINE in op.prim.traits and
                                    constant_of(op.args.get("stages")) == name) or
-                                  (op.name == "mbarrier" and
+                                  (Trait.ALLOCATES_BARRIER in op.prim.traits and
                                    constant_of(op.args.get("n")) == name)):
                 per_stage[a.name] = a.nbytes // stages
         return name, stages, per_stage

@@ -22,6 +22,7 @@ from cake_core.ir.kernel import Kernel, Op, SmemAlloc, Value
 from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var, add, mul
 from cake_core.ir.types import DType, SmemLayout, SmemType, StageType, TupleType
 from cake_core.ir.values import elements
+from cake_core.primitives.traits import Trait
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +126,8 @@ class ViewTracer:
                 view = self.resolve(v)
                 if view is not None:
                     self.views[(id(op), name)] = view
-        if op.prim.name == "tile" and op.results and isinstance(op.results[0].type, SmemType):
+        if Trait.SMEM_VIEW in op.prim.traits and op.results and \
+                isinstance(op.results[0].type, SmemType):
             parent = self.views.get((id(op), "self"))
             view = _tile(parent, op) if parent is not None else None
             if view is not None:

@@ -99,7 +99,7 @@ ARGMIN_UPDATE = Primitive(
     facets=Facets(cost=Lazy("cake_kmeans.cost:argmin_update"),
                   simulate=Lazy("cake_kmeans.simulate:argmin_update"),
                   lower=Lazy("cake_kmeans.lower:ARGMIN_UPDATE")),
-    traits=frozenset({Trait.THREAD_LOCAL}),
+    traits=frozenset({Trait.THREAD_LOCAL, Trait.REGISTER_MATH}),
     provenance=Provenance("hand-written", "2026-12-02", ("examples/kmeans_assign_sm90.cake",)),
     plugin=PLUGIN_NAME,
 )

@@ -31,6 +31,7 @@ from cake_core.ir.kernel import Kernel
 from cake_core.ir.types import BarrierType, PipelineType
 from cake_core.plugins import Tactic, TacticResult
 from cake_core.primitives.registry import Provenance
+from cake_core.primitives.traits import Trait
 from cake_core.rewrite_cost import verified_rewrite
 from cake_core.syntax import ast
 from cake_core.syntax.source import SourceFile
@@ -230,7 +231,7 @@ def _split(kernel: Kernel, source: SourceFile, pre_all: list[Stmt], loop: ast.Fo
 
 
 def _math_ops(s: Stmt) -> set[str]:
-    return {op.name for op in s.ops if op.prim.family == "math"}
+    return {op.name for op in s.ops if Trait.REGISTER_MATH in op.prim.traits}
 
 
 def _writes(s: Stmt, buffers: list[str]) -> bool:

@@ -1,0 +1,449 @@
+"""The time model: a profile and coefficients -> seconds, credited to ops and categories.
+
+Per wave of resident blocks:
+
+- steady state (`_Pricing.throughput`, `latency_bound`, `role_chains`, combined by
+  `overlap`) = the largest of: tensor-core time, CUDA-core time, shared-memory and
+  L2->SM bandwidth (each summed over the blocks sharing an SM), DRAM time of the wave's
+  distinct bytes, the pipeline latency bound (an iteration cannot be shorter than the
+  memory round trip divided by the iterations in flight, `stages - 1`), and each role's
+  own chain of compute, synchronization and issue (roles overlap, a role does not
+  overlap itself);
+- plus what cannot overlap: the pipeline fill (`fill`: one round trip and the first
+  stage; only once for a persistent kernel whose producer runs ahead across tiles), loads
+  every iteration waits for (`waited`; `exposure.py` says which), the prologue and
+  epilogue ops (`serial`; those outside a persistent kernel's tile loop once per block);
+- waves run one after another (`wave`; the last one possibly partial: the tail), and the
+  launch overhead comes once.
+
+Every second of the total is credited to the ops (and so to source lines) that caused
+it, and to a category: compute, memory, latency, sync or launch; the largest category is
+the bottleneck.  Credits are made in a fixed order, so a prediction is reproducible to
+the last bit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cake_core.cost.calibration import UNCALIBRATED, Calibration, default_coefficients
+from cake_core.cost.prediction import CATEGORIES, Prediction, bottleneck_detail, line_shares
+from cake_core.cost.record import FREE, ONCE, PIPELINED, SERIAL, CostRecord
+from cake_core.cost.resources import ALL_WARPS
+from cake_core.cost.work import STEADY, KernelProfile, OpWork, WaveShape
+from cake_core.hardware import GpuSpec
+
+Term = tuple[float, list[int], list[float], str]
+"""One bound of a wave's steady state: (seconds, the ops it is spread over, their
+weights, the category it is credited to)."""
+Chain = tuple[list[int], list[float], list[float]]
+"""A role's own chain: its steady ops, their compute and their synchronization seconds."""
+
+
+@dataclass(slots=True)
+class _Rates:
+    clock: float
+    sms: int
+    hbm: float
+    l2_sm: float
+    smem_sm: float
+    cuda_sm: float
+    l_dram: float
+    l_l2: float
+
+
+def _tensor_rate(p: KernelProfile, c: Mapping[str, float], dtype: str, family: str,
+                 n: int) -> float:
+    gpu = p.gpu
+    peak = gpu.tensor_peak.get(dtype) or gpu.tensor_peak.get("bf16") or 1e12
+    eff = c.get(f"tensor_efficiency.{family}", 0.5)
+    ach = gpu.achievable
+    if dtype in ach and "bf16" in ach and dtype not in ("bf16", "f16"):
+        eff *= ach[dtype] / ach["bf16"]
+    if family == "wgmma":
+        h = c["tensor_n_half"]
+        eff *= (n / (n + h)) / (256 / (256 + h))
+    return peak / gpu.sms * max(eff, 1e-6)
+
+
+def _sync_seconds(rec: CostRecord, c: Mapping[str, float]) -> float:
+    scale = c["sync_scale"]
+    return sum(cnt * c.get(f"sync_ns.{kind}", 10.0) for kind, cnt in rec.sync) * scale * 1e-9
+
+
+class _OpTimes:
+    """Per-op, per-execution times under one set of coefficients (seconds, one block)."""
+
+    __slots__ = ("cuda", "issue", "l2", "smem", "sync", "tc")
+
+    def __init__(self, p: KernelProfile, w: OpWork, c: Mapping[str, float], r: _Rates) -> None:
+        rec = w.record
+        self.tc = 0.0
+        if rec.tensor is not None:
+            t = rec.tensor
+            self.tc = t.flops / _tensor_rate(p, c, t.dtype, t.family, t.shape[1])
+        self.cuda = rec.cuda_ops / r.cuda_sm
+        # bank conflicts: an n-way conflicted access moves its bytes in n wavefronts
+        self.smem = (rec.smem_read + rec.smem_write) * rec.smem_conflict / r.smem_sm
+        self.l2 = (rec.global_read_bytes + rec.global_write_bytes) / r.l2_sm
+        self.sync = _sync_seconds(rec, c)
+        self.issue = rec.issue * c["issue_ns"] * 1e-9
+
+
+def _rates(gpu: GpuSpec, c: Mapping[str, float]) -> _Rates:
+    return _Rates(
+        clock=gpu.clock_hz, sms=gpu.sms,
+        hbm=gpu.hbm_bandwidth * c["hbm_efficiency"],
+        l2_sm=c["l2_bytes_per_clk_sm"] * gpu.clock_hz,
+        smem_sm=c["smem_bytes_per_clk_sm"] * gpu.clock_hz,
+        cuda_sm=gpu.fp32_peak / 2 / gpu.sms * c["cuda_efficiency"],
+        l_dram=c["dram_latency_ns"] * 1e-9, l_l2=c["l2_latency_ns"] * 1e-9)
+
+
+class _Ledger:
+    """Seconds credited to each op by category, to each category, and to each term."""
+
+    def __init__(self, n: int) -> None:
+        self.contrib: list[dict[str, float]] = [{} for _ in range(n)]
+        self.categories = dict.fromkeys(CATEGORIES, 0.0)
+        self.terms: dict[str, float] = {}
+
+    def credit(self, i: int, cat: str, secs: float) -> None:
+        if secs > 0:
+            self.contrib[i][cat] = self.contrib[i].get(cat, 0.0) + secs
+            self.categories[cat] += secs
+
+    def spread(self, idx: list[int], weights: list[float], cat: str, secs: float) -> None:
+        """Credit `secs` to the ops `idx` in proportion to `weights` (evenly when they are
+        all zero; to the category alone when there is no op)."""
+        tot = sum(weights)
+        if secs <= 0:
+            return
+        if tot <= 0:
+            if idx:
+                for i in idx:
+                    self.credit(i, cat, secs / len(idx))
+            else:
+                self.categories[cat] += secs
+            return
+        for i, wgt in zip(idx, weights, strict=True):
+            self.credit(i, cat, secs * wgt / tot)
+
+
+class _Pricing:
+    """One profile under one set of coefficients: what every stage of a wave needs."""
+
+    def __init__(self, p: KernelProfile, c: Mapping[str, float]) -> None:
+        self.p, self.c = p, c
+        self.r = r = _rates(p.gpu, c)
+        self.times = [_OpTimes(p, w, c, r) for w in p.ops]
+        self.book = _Ledger(len(p.ops))
+        # DRAM bytes per op and wave: tensors small enough to stay in L2 are read once in all
+        self.dram_reads = _dram_reads(p, c)
+        # a round trip is an L2 hit for tensors that stay resident, a DRAM access otherwise
+        resident = {t for t, (touched, _) in p.tensors.items()
+                    if touched <= c["l2_resident_fraction"] * p.gpu.l2_bytes}
+        self.op_latency = [max((r.l_l2 if a.tensor in resident else r.l_dram
+                                for a in w.record.reads), default=r.l_dram) for w in p.ops]
+        self.steady = [i for i, w in enumerate(p.ops) if w.phase == STEADY]
+        self.serial_ops = [i for i, w in enumerate(p.ops) if w.phase != STEADY]
+        self.roles = sorted({p.ops[i].role for i in self.steady})
+        self.pipelined_loops = _pipelined_loops(p)
+        self.ahead = _runs_ahead(p)
+        self.waited_groups = _waited_groups(p)
+
+    def wave(self, ws: WaveShape, dram: list[float]) -> float:
+        """Seconds of the `ws.count` waves of one shape: the steady state, its fill, the
+        loads waited for and the serial ops, each credited as it is priced."""
+        p = self.p
+        writes = [w.record.global_write_bytes * w.execs
+                  * (min(ws.blocks, p.blocks) if w.per_block else ws.blocks) for w in p.ops]
+        terms = self.throughput(ws, dram, writes)
+        terms["latency"] = self.latency_bound()
+        chains = self.role_chains()
+        for key, (idx, comp, syn) in chains.items():
+            terms[key] = (sum(comp) + sum(syn), idx,
+                          [a + s for a, s in zip(comp, syn, strict=True)], "compute")
+        wave = self.overlap(ws, terms, chains)
+        fill_all = self.fill(ws)
+        waited = self.waited(ws)
+        serial, serial_once = self.serial(ws, dram, writes)
+        totals = self.book.terms
+        totals["fill"] = totals.get("fill", 0.0) + fill_all
+        totals["waited"] = totals.get("waited", 0.0) + waited * ws.count
+        totals["serial"] = totals.get("serial", 0.0) + serial * ws.count + serial_once
+        return (wave + waited + serial) * ws.count + fill_all + serial_once
+
+    # -- steady state ----------------------------------------------------------------------
+    def throughput(self, ws: WaveShape, dram: list[float], writes: list[float]
+                   ) -> dict[str, Term]:
+        """Compute and memory bounds: each unit's time for the steady work of the blocks on
+        the busiest SM, and DRAM time for the wave's distinct bytes."""
+        times, ops, steady, b = self.times, self.p.ops, self.steady, ws.per_sm
+        term: dict[str, Term] = {}
+        tc_w = [times[i].tc * ops[i].execs for i in steady]
+        term["tensor"] = (b * sum(tc_w), steady, tc_w, "compute")
+        cu_w = [times[i].cuda * ops[i].execs for i in steady]
+        term["cuda"] = (b * sum(cu_w), steady, cu_w, "compute")
+        sm_w = [times[i].smem * ops[i].execs for i in steady]
+        term["smem"] = (b * sum(sm_w), steady, sm_w, "memory")
+        l2_w = [times[i].l2 * ops[i].execs for i in steady]
+        term["l2"] = (b * sum(l2_w), steady, l2_w, "memory")
+        dr_w = [dram[i] + writes[i] for i in steady]
+        term["dram"] = (sum(dr_w) / self.r.hbm, steady, dr_w, "memory")
+        return term
+
+    def latency_bound(self) -> Term:
+        """Little's law: `depth` iterations in flight cover one round trip, so an iteration
+        of a pipelined loop takes at least the round trip over the depth."""
+        lat_idx: list[int] = []
+        lat_w: list[float] = []
+        for loop, (idx, depth, _bytes) in self.pipelined_loops.items():
+            per_iter = max(self.op_latency[i] for i in idx) / max(1, depth)
+            secs = self.p.loop_execs[loop] * per_iter
+            for i in idx:
+                lat_idx.append(i)
+                lat_w.append(secs / len(idx))
+        return (sum(lat_w), lat_idx, lat_w, "latency")
+
+    def role_chains(self) -> dict[str, Chain]:
+        """Each role's compute, synchronization and issue in sequence: roles overlap each
+        other, a role does not overlap itself."""
+        times, ops = self.times, self.p.ops
+        chains: dict[str, Chain] = {}
+        for role in self.roles:
+            idx = [i for i in self.steady if ops[i].role == role]
+            comp = [(times[i].tc + times[i].cuda) * ops[i].execs for i in idx]
+            syn = [(times[i].sync + times[i].issue) * ops[i].execs for i in idx]
+            chains[f"role:{role}"] = (idx, comp, syn)
+        return chains
+
+    def overlap(self, ws: WaveShape, term: dict[str, Term], chains: dict[str, Chain]) -> float:
+        """The steady state is its largest bound, the others hide under it; it is credited
+        to the ops of that bound (a role's chain by its compute and its synchronization)."""
+        key = max(term, key=lambda k: term[k][0])
+        secs, idx, wts, cat = term[key]
+        if key in chains:
+            idx, comp, syn = chains[key]
+            self.book.spread(idx, comp, "compute", sum(comp) * ws.count)
+            self.book.spread(idx, syn, "sync", sum(syn) * ws.count)
+        else:
+            self.book.spread(idx, wts, cat, secs * ws.count)
+        for k, (s, *_rest) in term.items():
+            self.book.terms[k] = self.book.terms.get(k, 0.0) + s * ws.count
+        return secs
+
+    # -- what does not overlap -------------------------------------------------------------
+    def fill(self, ws: WaveShape) -> float:
+        """Start-up: a block waits one round trip for its first stage (and for tiles it
+        loads once), issued together.  In the first wave every block streams its first
+        stage at once; later blocks start staggered and fetch it at their SM's L2 bandwidth
+        (later blocks of a persistent kernel are later tiles: a producer role that runs
+        ahead has their first stages in flight already)."""
+        p, r, op_latency, ahead = self.p, self.r, self.op_latency, self.ahead
+        first = ws is p.waves[0]
+        starts: list[tuple[float, float, list[int]]] = []  # (first wave, later ones, ops)
+        for idx, _depth, iter_bytes in self.pipelined_loops.values():
+            lat = max(op_latency[i] for i in idx)
+            later = 0.0 if all(p.ops[i].role in ahead for i in idx) else \
+                lat + iter_bytes / r.l2_sm
+            starts.append((lat + iter_bytes / (r.hbm / ws.blocks), later, idx))
+        once = [i for i, w in enumerate(p.ops) if not w.per_block and any(
+            a.latency == ONCE or (a.latency == SERIAL and w.phase != STEADY)
+            for a in w.record.reads)]
+        if once:
+            once_latency = max(op_latency[i] for i in once)
+            later = 0.0 if all(p.ops[i].role in ahead for i in once) else once_latency
+            starts.append((once_latency, later, once))
+        once_block = [i for i, w in enumerate(p.ops) if w.per_block and any(
+            a.latency in (ONCE, SERIAL) for a in w.record.reads)]
+        if once_block:  # loaded once per block of a persistent kernel
+            starts.append((max(op_latency[i] for i in once_block), 0.0, once_block))
+        fill_first = max((f for f, _, _ in starts), default=0.0)
+        fill_later = max((f for _, f, _ in starts), default=0.0)
+        fill_all = fill_first + fill_later * (ws.count - 1) if first else \
+            fill_later * ws.count
+        if starts:
+            owner = max(starts, key=lambda fs: fs[0] if first else fs[1])[2]
+            self.book.spread(owner, [1.0] * len(owner), "latency", fill_all)
+        return fill_all
+
+    def waited(self, ws: WaveShape) -> float:
+        """Loads that every iteration waits for (copies completing together wait once)."""
+        waited = 0.0
+        for idx, trips in self.waited_groups:
+            secs = trips * max(self.op_latency[i] for i in idx)
+            for i in idx:
+                self.book.credit(i, "latency", secs * ws.count / len(idx))
+            waited += secs
+        return waited
+
+    def serial(self, ws: WaveShape, dram: list[float], writes: list[float]
+               ) -> tuple[float, float]:
+        """Prologue and epilogue ops run on their own: (seconds per wave, seconds once).  A
+        persistent kernel's work outside its tile loop runs once per block, in the first
+        wave."""
+        p, r = self.p, self.r
+        first = ws is p.waves[0]
+        serial = serial_once = 0.0
+        for i in self.serial_ops:
+            t, w = self.times[i], p.ops[i]
+            if w.per_block and not first:
+                continue
+            count = 1 if w.per_block else ws.count
+            mem = max(ws.per_sm * (t.smem + t.l2), (dram[i] + writes[i]) / r.hbm) * w.execs
+            comp = ws.per_sm * (t.tc + t.cuda) * w.execs
+            syn = (t.sync + t.issue) * w.execs
+            self.book.credit(i, "memory", mem * count)
+            self.book.credit(i, "compute", comp * count)
+            self.book.credit(i, "sync", syn * count)
+            if w.per_block:
+                serial_once += mem + comp + syn
+            else:
+                serial += mem + comp + syn
+        return serial, serial_once
+
+    # -- the result ------------------------------------------------------------------------
+    def prediction(self, calibration: str, total: float, launch: float) -> Prediction:
+        """The priced kernel: totals, the work it does, its roofline and its bottleneck."""
+        p, gpu, book = self.p, self.p.gpu, self.book
+        n = len(p.ops)
+        reads_total = sum(w.record.global_read_bytes * w.execs * p.scale(w) for w in p.ops)
+        dram_total = sum(sum(d[i] for i in range(n)) * ws.count
+                         for d, ws in zip(self.dram_reads, p.waves, strict=True))
+        tensor_flops = sum((w.record.tensor.flops if w.record.tensor else 0.0) * w.execs
+                           * p.scale(w) for w in p.ops)
+        cuda_ops = sum(w.record.cuda_ops * w.execs * p.scale(w) for w in p.ops)
+        write_total = sum(w.record.global_write_bytes * w.execs * p.scale(w) for w in p.ops)
+        compulsory = sum(t for t, _ in p.tensors.values()) + write_total
+        roofline = max(_ideal_compute(p, tensor_flops, cuda_ops),
+                       compulsory / gpu.hbm_bandwidth)
+        bottleneck = max(CATEGORIES, key=lambda k: book.categories[k])
+        detail = bottleneck_detail(p, bottleneck, book.contrib, book.terms)
+        lines = line_shares(p, book.contrib, launch, total)
+        work = {"tensor_flops": tensor_flops, "cuda_ops": cuda_ops,
+                "dram_bytes": dram_total + write_total,
+                "l2_bytes": reads_total + write_total,
+                "smem_bytes": sum((w.record.smem_read + w.record.smem_write) * w.execs
+                                  * p.scale(w) for w in p.ops),
+                "compulsory_bytes": compulsory}
+        # waves of blocks; of tiles for a persistent kernel (its blocks all run at once)
+        per_wave = gpu.sms * p.blocks_per_sm
+        if p.tile_loops is not None:
+            per_wave = min(per_wave, p.blocks)
+        waves = p.units / per_wave if per_wave else math.inf
+        return Prediction(kernel=p.kernel.name, target=p.kernel.arch, arch=p.arch.name,
+                          gpu=gpu.name, dims=dict(p.dims), calibration=calibration,
+                          seconds=total, tensor_flops=tensor_flops, cuda_ops=cuda_ops,
+                          roofline_seconds=roofline, bottleneck=bottleneck,
+                          bottleneck_detail=detail, categories=book.categories,
+                          terms=book.terms, work=work, grid=p.grid, blocks=p.blocks,
+                          blocks_per_sm=p.blocks_per_sm, waves=waves, resources=p.resources,
+                          lines=lines, warnings=list(p.warnings) + list(p.resources.warnings))
+
+
+def estimate(p: KernelProfile, coefficients: Mapping[str, float] | None = None,
+             calibration: Calibration | None = None) -> Prediction:
+    """Price a profile.  `coefficients` override the GPU's defaults; a `calibration`
+    (applied first) names itself in the prediction."""
+    c = default_coefficients(p.gpu)
+    name = UNCALIBRATED
+    if calibration is not None:
+        c = calibration.apply(c)
+        name = calibration.name
+    if coefficients:
+        c.update(coefficients)
+    pricing = _Pricing(p, c)
+    total = 0.0
+    for ws, dram in zip(p.waves, pricing.dram_reads, strict=True):
+        total += pricing.wave(ws, dram)
+    launch = c["launch_us"] * 1e-6
+    pricing.book.categories["launch"] += launch
+    pricing.book.terms["launch"] = launch
+    total += launch
+    return pricing.prediction(name, total, launch)
+
+
+def _dram_reads(p: KernelProfile, c: Mapping[str, float]) -> list[list[float]]:
+    """DRAM read bytes per op for each wave shape.
+
+    A tensor whose touched bytes fit in the resident share of L2 is read from DRAM once
+    over the whole kernel (spread over the waves by their blocks); a larger one pays the
+    wave model: every wave fetches the distinct tiles its blocks read, never less than its
+    share of the compulsory bytes.
+    """
+    resident = c["l2_resident_fraction"] * p.gpu.l2_bytes
+    out = []
+    for ws in p.waves:
+        row = [0.0] * len(p.ops)
+        share = ws.blocks / p.units if p.units else 0.0
+        for touched, idx in p.tensors.values():
+            model = sum(ws.read_model[i] for i in idx)
+            want = touched * share if touched <= resident else max(model, touched * share)
+            for i in idx:
+                row[i] += want * (ws.read_model[i] / model if model else 1.0 / len(idx))
+        out.append(row)
+    return out
+
+
+def _pipelined_loops(p: KernelProfile) -> dict[int, tuple[list[int], int, float]]:
+    """Loop -> (its pipelined read ops, iterations in flight, bytes per iteration)."""
+    loops: dict[int, tuple[list[int], int, float]] = {}
+    for i, w in enumerate(p.ops):
+        if w.loop is None or w.phase != STEADY or not w.execs:
+            continue
+        for a in w.record.reads:
+            if a.latency != PIPELINED:
+                continue
+            idx, depth, nbytes = loops.get(w.loop, ([], 1 << 30, 0.0))
+            if i not in idx:
+                idx.append(i)
+            per_iter = w.execs / p.loop_execs[w.loop] if p.loop_execs[w.loop] else 0.0
+            loops[w.loop] = (idx, min(depth, max(1, a.depth)), nbytes + a.bytes * per_iter)
+    return loops
+
+
+def _waited_groups(p: KernelProfile) -> list[tuple[list[int], float]]:
+    """Serial loads of the steady loops, grouped by what one wait covers: the copies of
+    one iteration that complete on the same barrier share a round trip; any other
+    serial load is waited for on its own.  Each group comes with its executions."""
+    groups: dict[tuple[object, ...], list[int]] = {}
+    trips: dict[tuple[object, ...], float] = {}
+    for i, w in enumerate(p.ops):
+        if w.phase != STEADY:
+            continue
+        for a in w.record.reads:
+            if a.latency != SERIAL:
+                continue
+            key: tuple[object, ...] = (w.loop, w.role, a.group) if a.group else (i,)
+            idx = groups.setdefault(key, [])
+            if i not in idx:
+                idx.append(i)
+            t = p.loop_execs[w.loop] if w.loop is not None else 1.0
+            trips[key] = max(trips.get(key, 0.0), t)
+    return [(idx, trips[k]) for k, idx in groups.items()]
+
+
+def _runs_ahead(p: KernelProfile) -> set[str]:
+    """Roles of a persistent kernel that start the next tile's copies while the others
+    finish the current tile: roles whose tile-loop work is all inside inner loops (no
+    per-tile prologue or epilogue of their own), other than the kernel's only role."""
+    if p.tile_loops is None:
+        return set()
+    out = set()
+    for role in {w.role for w in p.ops if not w.per_block}:
+        if role == ALL_WARPS:
+            continue
+        tile_ops = [w for w in p.ops if w.role == role and not w.per_block]
+        if all(w.phase == STEADY or w.record == FREE for w in tile_ops):
+            out.add(role)
+    return out
+
+
+def _ideal_compute(p: KernelProfile, tensor_flops: float, cuda_ops: float) -> float:
+    dtypes = {w.record.tensor.dtype for w in p.ops if w.record.tensor is not None}
+    peak = min((p.gpu.tensor_peak.get(d, p.gpu.tensor_peak.get("bf16", 1e12)) for d in dtypes),
+               default=p.gpu.tensor_peak.get("bf16", 1e12))
+    return tensor_flops / peak + cuda_ops / (p.gpu.fp32_peak / 2)

@@ -1,0 +1,345 @@
+"""The per-op walk of the cost model: what a kernel does, before any coefficient.
+
+`profile(kernel, dims, gpu)` walks the kernel once and records, per op, the work of one
+execution (its cost facet), how often a block executes it (the product of the trip counts
+of its loops, evaluated with the dims), which phase it belongs to (prologue / steady loop /
+epilogue), and the grid's waves with the L2 reuse each global read gets inside a wave.  A
+persistent kernel is profiled as the one-block-per-tile launch its tile loop replaces
+(`persistent.py`): executions per tile, waves of tiles.  Nothing in a profile depends on a
+coefficient, so calibration refits coefficients without walking kernels again
+(`timing.py` turns a profile into seconds).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from cake_core.cost.evaluate import MissingDimError, dims_needed, evaluate
+from cake_core.cost.exposure import load_exposure
+from cake_core.cost.persistent import TileLoops, distinct_tiles, find_tile_loops
+from cake_core.cost.record import FREE, CostContext, CostRecord, GlobalAccess
+from cake_core.cost.resources import ALL_WARPS, ResourceReport, resource_report
+from cake_core.hardware import ArchSpec, GpuSpec, default_gpu, get_arch
+from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role
+from cake_core.ir.symbolic import SymExpr
+from cake_core.primitives.facets import FacetError, Unsupported
+
+STEADY, PROLOGUE, EPILOGUE = "steady", "prologue", "epilogue"
+_AXES = ("x", "y", "z")
+
+
+class CostError(Exception):
+    """A kernel the model cannot price as asked (missing dims, a block that does not fit)."""
+
+
+@dataclass(slots=True)
+class OpWork:
+    op: Op
+    line: int
+    """0-based source line of the op."""
+    role: str
+    phase: str
+    execs: float
+    """Executions per block."""
+    loop: int | None
+    """Index of the innermost enclosing loop (latency is grouped per loop)."""
+    record: CostRecord
+    per_block: bool = False
+    """Outside the tile loop of a persistent kernel: done once per block, not per tile."""
+
+
+@dataclass(slots=True)
+class WaveShape:
+    """`count` waves of `blocks` blocks, with `per_sm` blocks on the busiest SM."""
+
+    blocks: int
+    count: int
+    per_sm: int
+    read_model: list[float]
+    """Per op: DRAM bytes of its reads in this wave if nothing stays in L2 across waves
+    (tiles shared by the wave's blocks are fetched once)."""
+
+
+@dataclass(slots=True)
+class KernelProfile:
+    kernel: Kernel
+    gpu: GpuSpec
+    arch: ArchSpec
+    dims: dict[str, int]
+    grid: tuple[int, ...]
+    blocks: int
+    resources: ResourceReport
+    ops: list[OpWork]
+    loop_execs: list[float]
+    loop_lines: list[int]
+    waves: list[WaveShape]
+    tensors: dict[str, tuple[float, list[int]]]
+    """Tensor -> (bytes the kernel touches at least once, indices of ops reading it)."""
+    warnings: list[str] = field(default_factory=list)
+    units: int = -1
+    """Units of work the waves are made of: the blocks, or the tiles of a persistent
+    kernel (its virtual grid); -1 stands for `blocks`."""
+    tile_loops: TileLoops | None = None
+
+    def __post_init__(self) -> None:
+        if self.units < 0:
+            self.units = self.blocks
+
+    def scale(self, w: OpWork) -> int:
+        """How many times the kernel runs `w`'s executions: per block or per tile."""
+        return self.blocks if w.per_block else self.units
+
+    @property
+    def blocks_per_sm(self) -> int:
+        return self.resources.occupancy.blocks_per_sm
+
+
+def resolve_gpu(arch: str, gpu: GpuSpec | None) -> tuple[GpuSpec, ArchSpec]:
+    """The GPU to price on and the arch whose limits apply (the GPU's own)."""
+    spec = get_arch(arch)
+    if spec is None:
+        raise CostError(f"unknown architecture {arch!r}")
+    g = gpu or default_gpu(spec.name)
+    gspec = get_arch(g.arch)
+    assert gspec is not None
+    if spec.name.endswith("a") and spec.name != gspec.name:
+        raise CostError(f"{spec.name} code runs only on {spec.name} GPUs; {g.name} is "
+                        f"{gspec.name}")
+    if spec.compute_capability > gspec.compute_capability:
+        raise CostError(f"{g.name} ({gspec.name}) cannot run {spec.name} code")
+    return g, gspec
+
+
+def required_dims(kernel: Kernel) -> list[str]:
+    """Dims a prediction needs: the grid's, the loop bounds' and the tensors' extents."""
+    exprs: list[SymExpr] = list(kernel.grid)
+    for n in kernel.walk():
+        if isinstance(n, ForOp):
+            exprs += [n.start, n.stop, n.step]
+    for p in kernel.params:
+        exprs += list(getattr(p.value.type, "shape", ()))
+    return sorted(dims_needed(exprs))
+
+
+def profile(kernel: Kernel, dims: Mapping[str, int], gpu: GpuSpec | None = None,
+            *, arch: str | None = None) -> KernelProfile:
+    """Walk `kernel` once with the given dims; raises CostError when it cannot be priced."""
+    gpu_spec, arch_spec = resolve_gpu(arch or kernel.arch, gpu)
+    env = {k: int(v) for k, v in dims.items()}
+    missing = [d for d in required_dims(kernel) if d not in env]
+    if missing:
+        raise CostError(f"--dims needs a value for {', '.join(missing)}")
+    warnings = _dim_warnings(kernel, env)
+    try:
+        grid = tuple(max(0, evaluate(g, env)) for g in kernel.grid)
+    except (MissingDimError, ZeroDivisionError) as exc:
+        raise CostError(f"cannot evaluate the grid: {exc}") from exc
+    blocks = math.prod(grid) if grid else 1
+    resources = resource_report(kernel, arch_spec)
+    if resources.occupancy.blocks_per_sm == 0:
+        raise CostError(f"no block of {kernel.name} fits on an SM of {gpu_spec.name} "
+                        f"(limited by {resources.occupancy.limited_by}): "
+                        + "; ".join(resources.warnings))
+    ctx = CostContext(kernel, arch_spec, gpu_spec, env, _producers(kernel),
+                      _cp_async_depth(kernel), load_exposure(kernel))
+    tiles = find_tile_loops(kernel, env, grid)
+    walker = _Walker(ctx, tiles)
+    walker.body(kernel.body, ALL_WARPS, 1.0, None, top=True)
+    for role in kernel.roles.values():
+        walker.body(role.body, role.name, 1.0, None, top=True)
+    warnings += walker.warnings
+    gx, gy, gz = (*grid, 1, 1, 1)[:3]
+    # waves of blocks; a persistent kernel's are waves of tiles, as many as run at once
+    per_wave = gpu_spec.sms * resources.occupancy.blocks_per_sm
+    units = blocks
+    if tiles is not None:
+        units, per_wave = tiles.tiles, min(per_wave, blocks)
+    shapes: list[tuple[int, int]] = []
+    if units:
+        full, tail = divmod(units, per_wave)
+        if full:
+            shapes.append((per_wave, full))
+        if tail:
+            shapes.append((tail, 1))
+    waves = []
+    seen: dict[tuple[object, ...], float] = {}
+    for nblocks, count in shapes:
+        model = [sum(a.bytes * _wave_tiles(a, w, nblocks, (gx, gy, gz), tiles, env, seen)
+                     for a in w.record.reads) * w.execs for w in walker.ops]
+        per_sm = min(resources.occupancy.blocks_per_sm, -(-nblocks // gpu_spec.sms))
+        waves.append(WaveShape(nblocks, count, per_sm, model))
+    tensors: dict[str, tuple[float, list[int]]] = {}
+    for i, w in enumerate(walker.ops):
+        for a in w.record.reads:
+            touched, idx = tensors.get(a.tensor, (0.0, []))
+            touched += a.bytes * w.execs * (blocks if w.per_block else units)
+            if i not in idx:
+                idx.append(i)
+            tensors[a.tensor] = (touched, idx)
+    footprints = {a.tensor: a.footprint for w in walker.ops for a in w.record.reads}
+    tensors = {t: (min(b, footprints[t]), idx) for t, (b, idx) in tensors.items()}
+    return KernelProfile(kernel, gpu_spec, arch_spec, env, grid, blocks, resources,
+                         walker.ops, walker.loop_execs, walker.loop_lines, waves, tensors,
+                         warnings, units, tiles)
+
+
+def cost_context(kernel: Kernel, dims: Mapping[str, int], gpu: GpuSpec | None = None
+                 ) -> CostContext:
+    """What the cost facets of `kernel` see for these dims (for tools and tests)."""
+    gpu_spec, arch_spec = resolve_gpu(kernel.arch, gpu)
+    return CostContext(kernel, arch_spec, gpu_spec, {k: int(v) for k, v in dims.items()},
+                       _producers(kernel), _cp_async_depth(kernel),
+                       load_exposure(kernel))
+
+
+def _dim_warnings(kernel: Kernel, env: dict[str, int]) -> list[str]:
+    out = []
+    for name, d in kernel.dims.items():
+        if name not in env:
+            continue
+        v = env[name]
+        if d.max is not None and v > d.max:
+            out.append(f"{name}={v} exceeds the declared max={d.max}")
+        if d.multiple_of > 1 and v % d.multiple_of:
+            out.append(f"{name}={v} is not a multiple of {d.multiple_of} as declared")
+    unknown = sorted(set(env) - set(kernel.dims))
+    if unknown:
+        out.append(f"unused dims: {', '.join(unknown)}")
+    return out
+
+
+def _producers(kernel: Kernel) -> dict[int, Op]:
+    return {id(r): op for op in kernel.ops() for r in op.results}
+
+
+def _cp_async_depth(kernel: Kernel) -> int:
+    """cp.async groups in flight when a loop waits: `n + 1` for the deepest
+    `cp_async_wait(n)` inside a loop, 0 when the loops wait for everything (n == 0)."""
+    depth = 0
+
+    def visit(nodes: list[Node], in_loop: bool) -> None:
+        nonlocal depth
+        for n in nodes:
+            if isinstance(n, Op) and in_loop and n.prim.effects.waits == "cp_async":
+                sym = n.args["n"].sym
+                k = sym.const if sym is not None else None
+                if k:
+                    depth = max(depth, k + 1)
+            elif isinstance(n, ForOp):
+                visit(n.body, True)
+            elif isinstance(n, Role):
+                visit(n.body, in_loop)
+            elif isinstance(n, IfOp):
+                visit(n.then, in_loop)
+                visit(n.orelse, in_loop)
+
+    visit(kernel.body, False)
+    return depth
+
+
+def _wave_tiles(a: GlobalAccess, w: OpWork, wave: int, grid: tuple[int, int, int],
+                tiles: TileLoops | None, env: Mapping[str, int],
+                seen: dict[tuple[object, ...], float]) -> float:
+    """Distinct tiles of access `a` among the `wave` units (blocks or tiles) of a wave;
+    tiles of a persistent kernel are counted on their coordinates (`seen` caches them)."""
+    if tiles is not None and not w.per_block and a.coords:
+        key = (a.coords, wave)
+        if key not in seen:
+            n = distinct_tiles(a.coords, tiles, wave, env)
+            seen[key] = _distinct(a.axes, wave, grid) if n is None else n
+        return seen[key]
+    return _distinct(a.axes, wave, grid)
+
+
+def _distinct(axes: frozenset[str], wave: int, grid: tuple[int, int, int]) -> float:
+    """Distinct tiles among `wave` consecutive blocks (x fastest) for a tile that depends
+    on `axes`: blocks that agree on those axes share one tile."""
+    gx, gy, gz = grid
+    span = {"x": min(gx, wave), "y": min(gy, -(-wave // max(1, gx))),
+            "z": min(gz, -(-wave // max(1, gx * gy)))}
+    n = 1
+    for a in _AXES:
+        if a in axes:
+            n *= span[a]
+    return float(min(wave, n))
+
+
+class _Walker:
+    """Collects OpWork in program order with executions per block (per tile inside the
+    tile loop of a persistent kernel) and phases."""
+
+    def __init__(self, ctx: CostContext, tiles: TileLoops | None = None) -> None:
+        self.ctx = ctx
+        self.tiles = tiles
+        self.ops: list[OpWork] = []
+        self.loop_execs: list[float] = []
+        self.loop_lines: list[int] = []
+        self.warnings: list[str] = []
+        self._missing: set[str] = set()
+        self._in_tile = 0
+
+    def body(self, nodes: list[Node], role: str, execs: float, loop: int | None, *,
+             top: bool = False) -> None:
+        first_loop = next((i for i, n in enumerate(nodes) if isinstance(n, ForOp)), len(nodes))
+        for i, n in enumerate(nodes):
+            phase = STEADY if not top else (PROLOGUE if i < first_loop else EPILOGUE)
+            if isinstance(n, Role):
+                continue  # walked on its own, under its name
+            if isinstance(n, ForOp) and self.tiles is not None and id(n) in self.tiles.loops:
+                # one iteration is one tile, the unit of the virtual grid: its body is
+                # priced like the body of a one-block-per-tile kernel
+                self.loop_execs.append(execs)
+                self.loop_lines.append(n.span.start.line)
+                self._in_tile += 1
+                self.body(n.body, role, execs, None, top=True)
+                self._in_tile -= 1
+            elif isinstance(n, ForOp):
+                try:
+                    trips = max(0, evaluate(n.trip_count, self.ctx.env))
+                except (MissingDimError, ZeroDivisionError) as exc:
+                    raise CostError(f"cannot evaluate the trip count of the loop at line "
+                                    f"{n.span.start.line + 1}: {exc}") from exc
+                self.loop_execs.append(execs * trips)
+                self.loop_lines.append(n.span.start.line)
+                self.body(n.body, role, execs * trips, len(self.loop_execs) - 1)
+            elif isinstance(n, IfOp):
+                self._branch(n.then, role, execs, loop, top, phase)
+                self._branch(n.orelse, role, execs, loop, top, phase)
+            elif isinstance(n, Op):
+                self.op(n, role, execs, loop, phase)
+
+    def _branch(self, nodes: list[Node], role: str, execs: float, loop: int | None,
+                top: bool, phase: str) -> None:
+        """Both sides of a runtime `if` are counted in full: an upper bound."""
+        if top:
+            for n in nodes:
+                if isinstance(n, Op):
+                    self.op(n, role, execs, loop, phase)
+                else:
+                    self.body([n], role, execs, loop)
+        else:
+            self.body(nodes, role, execs, loop)
+
+    def op(self, op: Op, role: str, execs: float, loop: int | None, phase: str) -> None:
+        try:
+            facet = op.prim.facet("cost")
+        except FacetError as exc:
+            raise CostError(f"`{op.prim.key}`: {exc}") from exc
+        if isinstance(facet, Unsupported):
+            if op.prim.key not in self._missing:
+                self._missing.add(op.prim.key)
+                self.warnings.append(f"`{op.prim.key}` has no cost model ({facet.why}); "
+                                     "counted as free")
+            record = FREE
+        else:
+            try:
+                record = facet(op, self.ctx)
+            except MissingDimError as exc:
+                raise CostError(f"--dims needs a value for {exc.name}") from exc
+        per_block = self.tiles is not None and not self._in_tile
+        if per_block and phase == STEADY:
+            phase = PROLOGUE  # a loop outside the tile loop runs once per block
+        self.ops.append(OpWork(op, op.span.start.line, op.role or role, phase, execs, loop,
+                               record, per_block))
