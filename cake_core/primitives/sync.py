@@ -96,7 +96,7 @@ Waits on the stage's *empty* barrier with the phase the pipeline tracks (empty b
 start at phase 1, so the first pass over the ring does not block).""",
         effects=EffectSpec(waits="self"), receiver=_P, requires=frozenset({Feature.MBARRIER}),
         facets=_FACETS.of("pipeline_acquire"),
-        traits=frozenset({Trait.SINGLE_THREAD}),
+        traits=frozenset({Trait.SINGLE_THREAD, Trait.PIPELINE_PRODUCER}),
     ),
     Primitive(
         "commit", "sync", (param("self", _P),), _side_rule("producer"),
@@ -106,7 +106,7 @@ With TMA copies the arrival carries the stage's transaction bytes (derived from 
 copies issued since `acquire`); with other writes it is a plain arrival.""",
         effects=EffectSpec(arrives="self"), receiver=_P, requires=frozenset({Feature.MBARRIER}),
         facets=_FACETS.of("pipeline_commit"),
-        traits=frozenset({Trait.SINGLE_THREAD}),
+        traits=frozenset({Trait.SINGLE_THREAD, Trait.PIPELINE_PRODUCER}),
     ),
     Primitive(
         "wait", "sync", (param("self", _P),), _stage_rule("consumer"),

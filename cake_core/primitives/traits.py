@@ -61,3 +61,8 @@ class Trait(Enum):
 
     BARRIER_INIT_FENCE = "fences barrier initialisation"
     """Makes the mbarrier initialisations visible to the async proxy and the cluster."""
+
+    PIPELINE_PRODUCER = "pipeline producer step"
+    """A producer-side step of the pipeline protocol: its wait on the pipeline opens a
+    stage for writing (`acquire`), its arrival publishes the stage (`commit`).  The
+    lowering announces the transaction bytes of the copies between the two."""
