@@ -3,9 +3,11 @@
 Each op is one unrolled loop nest over the registers of its result.  f32 arithmetic uses
 the `__f*_rn` intrinsics so nvcc does not contract `a - 2 * b` into an FMA: every op rounds
 once, as the simulator computes it.  16-bit and fp8 math runs in f32 and rounds the result
-to the fragment's dtype after each op.  Row reductions scan a thread's columns in order,
-then combine the lanes that share the row with `__shfl_xor_sync` (a row never spans two
-warps in any register layout the lowering uses, so no shared memory is involved).
+to the fragment's dtype after each op; each op's facet carries its element expression
+(`_binary`, `_unary`, `_compare`, ...), the loop nest around it is the same for all.
+Row reductions scan a thread's columns in order, then combine the lanes that share the
+row with `__shfl_xor_sync` (a row never spans two warps in any register layout the
+lowering uses, so no shared memory is involved).
 """
 
 from __future__ import annotations
