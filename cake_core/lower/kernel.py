@@ -22,6 +22,7 @@ from cake_core.ir.bindings import bindings_of
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value, walk_nodes
 from cake_core.ir.symbolic import Dim, SymExpr
 from cake_core.ir.types import (
+    BarrierType,
     FragmentType,
     PipelineType,
     ScalarType,
@@ -39,6 +40,7 @@ from cake_core.lower.context import (
 from cake_core.lower.emitter import Emitter, Names, c_identifier
 from cake_core.lower.plan import Group, KernelPlan, LowerError, build_plan
 from cake_core.primitives.facets import FacetError, Unsupported
+from cake_core.primitives.traits import Trait
 from cake_core.syntax import ast
 from cake_core.syntax.source import SourceFile
 from cake_core.verify.smem_plan import smem_plan
@@ -133,8 +135,8 @@ def lower_kernel(kernel: Kernel, source: SourceFile, module: ast.Module | None,
         ctx.smem_names[pl.name] = names.internal(f"SMEM_{c_identifier(pl.name).upper()}_OFFSET")
     for op in kernel.ops():
         for r in op.results:
-            if op.prim.name == "mbarrier" and r.type.__class__.__name__ == "BarrierType":
-                ctx.barrier_names[r.type.name] = c_identifier(r.type.name, FIXED_NAMES)  # type: ignore[attr-defined]
+            if op.prim.has(Trait.ALLOCATES_BARRIER) and isinstance(r.type, BarrierType):
+                ctx.barrier_names[r.type.name] = c_identifier(r.type.name, FIXED_NAMES)
             if isinstance(r.type, PipelineType):
                 base = c_identifier(r.type.name)
                 ctx.pipe_names[r.type.name] = {
@@ -208,7 +210,7 @@ class _Writer:
     def _written(self) -> set[str]:
         out = set()
         for op in self.ctx.kernel.ops():
-            if op.prim.name in ("store", "tma_store"):
+            if op.prim.has(Trait.GLOBAL_STORE):
                 t = op.args["dst"].type
                 name = getattr(t, "tensor", None)
                 if name:
@@ -304,9 +306,9 @@ class _Writer:
 
     def op(self, op: Op) -> None:
         ctx = self.ctx
-        if op.prim.name == "syncthreads" and self.fenced:
+        if op.prim.has(Trait.BLOCK_BARRIER) and self.fenced:
             self.pending_pipes = None
-        if op.prim.name == "fence_barrier_init":
+        if op.prim.has(Trait.BARRIER_INIT_FENCE):
             self.fenced = True
         try:
             facet = op.prim.facet("lower")
@@ -315,7 +317,7 @@ class _Writer:
         if isinstance(facet, Unsupported):
             raise LowerError(op.span, f"`{op.prim.key}` has no lowering: {facet.why}")
         code = facet(op, ctx)
-        if op.prim.name == "pipeline":
+        if op.prim.has(Trait.DECLARES_PIPELINE):
             self.pending_pipes, self.fenced = op, False
         if code:
             if ctx.g.role is None:

@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from cake_core.ir.bindings import Bindings
@@ -23,7 +23,6 @@ from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value
 from cake_core.ir.symbolic import SymExpr, Var
 from cake_core.ir.types import (
     BarrierType,
-    FragLayout,
     FragmentType,
     PipelineType,
     StageType,
@@ -34,7 +33,8 @@ from cake_core.ir.types import (
 )
 from cake_core.lower import layouts
 from cake_core.lower.layouts import COL, ROW, Dist
-from cake_core.primitives.facets import Unsupported
+from cake_core.primitives.facets import FacetError, Unsupported
+from cake_core.primitives.traits import Trait
 from cake_core.syntax.source import Span
 
 
@@ -72,16 +72,6 @@ class Group:
 
 
 SlotKey = tuple[str | None, str, Type]
-
-ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "maximum", "minimum", "lt", "le", "gt",
-                         "ge", "eq", "ne", "neg", "abs", "exp", "exp2", "log", "log2", "sqrt",
-                         "rsqrt", "where", "cast"})
-REDUCTIONS = frozenset({"row_max", "row_min", "row_sum", "row_argmin", "row_argmax"})
-#: Ops one thread can perform on the role's behalf: a role made only of these (and loops,
-#: branches and index math) runs in a single elected thread.
-SINGLE_THREAD_OPS = frozenset({"tile", "tma_load", "tma_store", "tma_store_wait", "acquire",
-                               "commit", "arrive", "expect_tx", "fence_proxy_async"})
-
 
 @dataclass
 class PipeInfo:
@@ -148,46 +138,57 @@ def build_plan(kernel: Kernel, bindings: Bindings) -> KernelPlan:
 
 
 def _single(role: Role) -> bool:
+    """A role that issues an asynchronous copy and otherwise only one-thread ops."""
     ops = list(_walk_ops(role.body))
-    if not ops or not any(op.prim.name in ("tma_load", "tma_store") for op in ops):
-        return False
-    return all(op.prim.plugin == "cake" and op.prim.name in SINGLE_THREAD_OPS
-               and not (op.prim.name == "tile" and not isinstance(op.results[0].type, TileType))
-               for op in ops)
+    return bool(ops) and all(op.prim.has(Trait.SINGLE_THREAD) for op in ops) and \
+        any(op.prim.effects.async_group is not None for op in ops)
 
 
 # --- layout inference -------------------------------------------------------------------------
-def _shape(t: Type) -> tuple[int, ...]:
+def fragment_shape(t: Type) -> tuple[int, ...]:
+    """The constant shape of a fragment type (the verifier guarantees one)."""
     assert isinstance(t, FragmentType)
     shape = const_shape(t.shape)
     assert shape is not None
     return shape
 
 
-def _project(result_shape: tuple[int, ...], d: Dist, shape: tuple[int, ...]) -> Dist | None:
-    """The layout of an operand of `shape` that broadcasts into a result laid out as `d`."""
-    off = len(result_shape) - len(shape)
-    if off < 0:
-        return None
-    axes: list[int | None] = []
-    for i, n in enumerate(shape):
-        big = result_shape[off + i]
-        if n == big:
-            axes.append(d.axes[off + i])
-        elif n == 1:
-            axes.append(None)
-        else:
-            return None
-    return d.project(tuple(axes))
+class LayoutContext:
+    """What a lower facet's `layouts(op, ctx)` hook sees of the layout inference.
+
+    The hook states the register layouts its op imposes or propagates: it reads the
+    layouts known so far with `get` and fixes one with `put`, for any argument or result
+    of the op; inference calls every hook, forwards and backwards, until nothing changes.
+    """
+
+    def __init__(self, infer: _Infer, op: Op) -> None:
+        self._infer = infer
+        self.op = op
+        self.group = infer.plan.groups[op.role]
+        """The threads that run the op (an accumulator's layout depends on them)."""
+
+    def _key(self, v: Value) -> SlotKey:
+        for i, r in enumerate(self.op.results):
+            if r is v:
+                return self._infer.plan.result_key(self.op, i)
+        return self._infer.plan.arg_key(self.op.role, v)
+
+    def get(self, v: Value) -> Dist | None:
+        """The layout of `v` (an argument or a result of the op), if already known."""
+        return self._infer.plan.dists.get(self._key(v))
+
+    def put(self, v: Value, d: Dist) -> None:
+        """Fix the layout of `v`; a CK601 when it already has an incompatible one."""
+        self._infer.put(self._key(v), d, self.op.span)
+
+
+LayoutHook = Callable[[Op, LayoutContext], None]
 
 
 class _Infer:
     def __init__(self, plan: KernelPlan) -> None:
         self.plan = plan
         self.changed = False
-
-    def get(self, role: str | None, v: Value) -> Dist | None:
-        return self.plan.dists.get(self.plan.arg_key(role, v))
 
     def put(self, key: SlotKey, d: Dist, span: Span) -> None:
         old = self.plan.dists.get(key)
@@ -200,111 +201,14 @@ class _Infer:
                              f"{d.parent.shape}); the lowering cannot convert between them")
 
     def op(self, op: Op) -> None:
-        p = self.plan
-        name = op.prim.name
-        g = p.groups[op.role]
-        if op.prim.plugin != "cake":
-            # a plugin's lower facet may state its layout constraints:
-            # `facet.layouts(op, get(value) -> Dist | None, put(value, dist))`
+        """Apply the op's layout constraints: its lower facet's `layouts` hook, if any."""
+        try:
             facet = op.prim.facet("lower")
-            hook = None if isinstance(facet, Unsupported) else getattr(facet, "layouts", None)
-            if callable(hook):
-                hook(op, lambda v: self.get(op.role, v),
-                     lambda v, d: self.put(p.arg_key(op.role, v), d, op.span))
-            return
-        if name == "fragment":
-            t = op.results[0].type
-            d = _fixed_dist(t, g, op.span)
-            if d is not None:
-                self.put(p.result_key(op, 0), d, op.span)
-            return
-        if name == "ldmatrix":
-            t = op.results[0].type
-            assert isinstance(t, FragmentType)
-            rows, cols = _shape(t)
-            kind = "mma_a" if t.layout == FragLayout.MMA_A else "mma_b"
-            self.put(p.result_key(op, 0), Dist(layouts.mma_operand(kind, rows, cols),
-                                               (ROW, COL)), op.span)
-            return
-        if name in ("wgmma", "mma_sync"):
-            acc = op.args["acc"]
-            d = _fixed_dist(acc.type, g, op.span, wgmma=name == "wgmma")
-            if d is not None:
-                self.put(p.arg_key(op.role, acc), d, op.span)
-            return
-        if name in ELEMENTWISE:
-            self._elementwise(op)
-        elif name == "unsqueeze":
-            self._unsqueeze(op)
-        elif name in REDUCTIONS:
-            x = self.get(op.role, op.args["x"])
-            if x is not None and x.axes and x.axes[0] is not None:
-                for i in range(len(op.results)):
-                    self.put(p.result_key(op, i), x.project((x.axes[0],)), op.span)
-
-    def _elementwise(self, op: Op) -> None:
-        p = self.plan
-        res = op.results[0].type
-        if not isinstance(res, FragmentType):
-            return
-        rshape = _shape(res)
-        frags = [v for k, v in op.args.items() if k != "dtype" and isinstance(v.type, FragmentType)]
-        rkey = p.result_key(op, 0)
-        d = p.dists.get(rkey)
-        if d is None:
-            for v in frags:
-                vd = self.get(op.role, v)
-                if vd is not None and _shape(v.type) == rshape:
-                    d = vd
-                    break
-            if d is None:
-                return
-            self.put(rkey, d, op.span)
-        for v in frags:
-            pd = _project(rshape, d, _shape(v.type))
-            if pd is not None:
-                self.put(p.arg_key(op.role, v), pd, op.span)
-
-    def _unsqueeze(self, op: Op) -> None:
-        p = self.plan
-        dim = op.args["dim"].sym.const if op.args["dim"].sym is not None else None
-        if dim is None:
-            return
-        x = self.get(op.role, op.args["x"])
-        rkey = p.result_key(op, 0)
-        if x is not None:
-            axes = (*x.axes[:dim], None, *x.axes[dim:])
-            self.put(rkey, x.project(axes), op.span)
-        r = p.dists.get(rkey)
-        if r is not None and x is None:
-            axes = r.axes[:dim] + r.axes[dim + 1:]
-            self.put(p.arg_key(op.role, op.args["x"]), r.project(axes), op.span)
-
-
-def _fixed_dist(t: Type, g: Group, span: Span, wgmma: bool = False) -> Dist | None:
-    if not isinstance(t, FragmentType):
-        return None
-    shape = const_shape(t.shape)
-    if shape is None or len(shape) != 2:
-        return None
-    m, n = shape
-    if t.layout == FragLayout.WGMMA_ACC or wgmma:
-        wgs = g.warpgroups
-        if not wgs or m % (64 * wgs):
-            raise LowerError(span, f"a wgmma accumulator of {m} rows needs whole warpgroups "
-                             f"with a multiple of 64 rows each; the group has {g.warps} warps")
-        return Dist(layouts.wgmma_acc(m, n, wgs), (ROW, COL))
-    if t.layout == FragLayout.MMA_ACC:
-        if m % 16 or n % 8:
-            raise LowerError(span, f"an mma.sync accumulator must tile by (16, 8), not {shape}")
-        return Dist(layouts.mma_acc(m, n), (ROW, COL))
-    if t.layout == FragLayout.WGMMA_A:
-        raise LowerError(span, "wgmma A operands in registers (layout wgmma_a) are not "
-                         "lowered yet; read A from shared memory")
-    if t.layout in (FragLayout.MMA_A, FragLayout.MMA_B):
-        kind = t.layout.value
-        return Dist(layouts.mma_operand(kind, m, n), (ROW, COL))
-    return None
+        except FacetError:
+            return  # the writer reports the broken facet at the op
+        hook = None if isinstance(facet, Unsupported) else getattr(facet, "layouts", None)
+        if callable(hook):
+            hook(op, LayoutContext(self, op))
 
 
 def _infer(plan: KernelPlan) -> None:
@@ -330,7 +234,7 @@ def _infer(plan: KernelPlan) -> None:
         op, i, _ = max(free, key=lambda f: f[2])
         r = op.results[i]
         assert isinstance(r.type, FragmentType)
-        shape = _shape(r.type)
+        shape = fragment_shape(r.type)
         g = plan.groups[op.role]
         d = layouts.default_dist(shape, g.warps, r.type.dtype.bytes)
         if d is None:
@@ -458,7 +362,7 @@ def _slots(plan: KernelPlan) -> None:
 def _pipelines(plan: KernelPlan) -> None:
     k = plan.kernel
     for op in k.ops():
-        if op.prim.name == "pipeline" and op.results:
+        if op.prim.has(Trait.DECLARES_PIPELINE) and op.results:
             t = op.results[0].type
             assert isinstance(t, PipelineType)
             prod = plan.groups.get(t.producer)
@@ -477,12 +381,31 @@ def _pipelines(plan: KernelPlan) -> None:
 _PER_THREAD_INDICES = ("warp.", "warpgroup.", "lane.", "thread.")
 
 
+def _pipe_arrival(op: Op) -> bool:
+    """An arrival that counts towards a pipeline barrier's phase (a commit or a release);
+    a copy's transaction bytes (`tx_bytes`) complete a phase but are no arrival count."""
+    e = op.prim.effects
+    return e.arrives is not None and not e.tx_bytes and \
+        isinstance(op.args[e.arrives].type, PipelineType)
+
+
+def _pipe_step(op: Op, effect: str) -> str | None:
+    """The pipeline a producer step waits on (`effect` "waits": it opens a stage) or
+    arrives on (`effect` "arrives": it publishes the stage), else None."""
+    action = op.prim.effects.pipe_action
+    if action is None or action.side != "producer":
+        return None
+    arg = getattr(op.prim.effects, effect)
+    if arg is None or not isinstance(op.args[arg].type, PipelineType):
+        return None
+    return _pipe_name(op.args[arg])
+
+
 def _arrivals_unconditional(nodes: list[Node], guarded: bool) -> None:
     """Every warp of a role makes the role's pipeline arrivals (one per warp, or the leader's
     one): an arrival under a condition that differs between warps would miscount."""
     for n in nodes:
-        if isinstance(n, Op) and guarded and n.prim.name in ("commit", "release") and \
-                isinstance(n.args["self"].type, PipelineType):
+        if isinstance(n, Op) and guarded and _pipe_arrival(n):
             raise LowerError(n.span, f"`{n.prim.name}()` under a condition on the warp, lane or "
                              "thread index: the lowering counts one arrival per warp of the "
                              "role, so every warp must reach it")
@@ -498,19 +421,17 @@ def _arrivals_unconditional(nodes: list[Node], guarded: bool) -> None:
 
 def _tx_in_block(plan: KernelPlan, nodes: list[Node]) -> None:
     for i, n in enumerate(nodes):
-        if isinstance(n, Op) and n.prim.name == "acquire":
-            pipe = n.args["self"].type
-            assert isinstance(pipe, PipelineType)
+        pipe = _pipe_step(n, "waits") if isinstance(n, Op) else None
+        if isinstance(n, Op) and pipe is not None:
             total, closed = 0, False
             for m in nodes[i + 1:]:
-                if isinstance(m, Op) and m.prim.name == "commit" and \
-                        _pipe_name(m.args["self"]) == pipe.name:
+                if isinstance(m, Op) and _pipe_step(m, "arrives") == pipe:
                     closed = True
                     break
-                total += _tma_bytes(m, pipe.name)
+                total += _tx_bytes(m, pipe)
             if not closed and total:
                 raise LowerError(n.span, f"the TMA copies after this acquire() must reach "
-                                 f"`{pipe.name}.commit()` in the same block for the lowering to "
+                                 f"`{pipe}.commit()` in the same block for the lowering to "
                                  "announce their bytes")
             plan.tx_bytes[id(n)] = total
         elif isinstance(n, ForOp):
@@ -525,28 +446,24 @@ def _pipe_name(v: Value) -> str:
     return t.name if isinstance(t, PipelineType | BarrierType) else v.name
 
 
-def _tma_bytes(n: Node, pipe: str) -> int:
+def _tx_bytes(n: Node, pipe: str) -> int:
+    """Bytes the copies of `n` deliver to `pipe`'s current stage as transaction bytes."""
     if isinstance(n, Op):
-        if n.prim.name == "tma_load" and _pipe_name(n.args["bar"]) == pipe and \
-                isinstance(n.args["bar"].type, PipelineType):
-            t = n.args["src"].type
-            assert isinstance(t, TileType)
-            shape = const_shape(t.shape) or ()
-            size = t.dtype.bytes
-            for d in shape:
-                size *= d
-            return size
+        e = n.prim.effects
+        if e.tx_bytes and e.arrives is not None and _pipe_name(n.args[e.arrives]) == pipe and \
+                isinstance(n.args[e.arrives].type, PipelineType):
+            return sum(_tile_bytes(n.args[r].type) for r in e.reads)
         return 0
     if isinstance(n, ForOp):
         trips = n.trip_count.const
-        inner = sum(_tma_bytes(m, pipe) for m in n.body)
+        inner = sum(_tx_bytes(m, pipe) for m in n.body)
         if inner and trips is None:
             raise LowerError(n.span, "TMA copies into a pipeline stage inside a loop with a "
                              "run-time trip count: the lowering cannot announce their bytes")
         return inner * (trips or 0)
     if isinstance(n, IfOp):
-        a = sum(_tma_bytes(m, pipe) for m in n.then)
-        b = sum(_tma_bytes(m, pipe) for m in n.orelse)
+        a = sum(_tx_bytes(m, pipe) for m in n.then)
+        b = sum(_tx_bytes(m, pipe) for m in n.orelse)
         if a != b:
             raise LowerError(n.span, "the branches of this `if` copy different numbers of bytes "
                              "into the pipeline stage")
@@ -554,4 +471,15 @@ def _tma_bytes(n: Node, pipe: str) -> int:
     return 0
 
 
-__all__ = ["COL", "ROW", "Group", "KernelPlan", "LowerError", "PipeInfo", "build_plan"]
+def _tile_bytes(t: Type) -> int:
+    """Bytes of a global tile a copy reads (0 for anything else it reads)."""
+    if not isinstance(t, TileType):
+        return 0
+    size = t.dtype.bytes
+    for d in const_shape(t.shape) or ():
+        size *= d
+    return size
+
+
+__all__ = ["COL", "ROW", "Group", "KernelPlan", "LayoutContext", "LayoutHook", "LowerError",
+           "PipeInfo", "build_plan", "fragment_shape"]

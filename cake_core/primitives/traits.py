@@ -78,3 +78,4 @@ class Trait(Enum):
     REGISTER_MATH = "register math"
     """Computes on registers only (no memory, no synchronisation): a statement made of
     such ops can move to whichever role holds its operands."""
+

@@ -19,9 +19,11 @@ from cake_core.ir import symbolic as S
 from cake_core.ir.kernel import Op
 from cake_core.ir.symbolic import Const, SymExpr, divides, mul
 from cake_core.ir.types import BarrierType, FragLayout, FragmentType, PipelineType, SmemType
+from cake_core.lower import layout_rules
 from cake_core.lower.context import FragVar, LowerContext, SmemRef, TileRef, add
 from cake_core.lower.context import mul as smul
 from cake_core.lower.fragments import Nest, coord, frag_result, index, nest
+from cake_core.lower.layout_rules import with_layouts
 from cake_core.lower.layouts import LANE, THREAD_RANK, ZERO, cvar
 from cake_core.lower.plan import LowerError
 
@@ -167,6 +169,7 @@ def _idx(var: str | None, k: int) -> str:
     return smul(var, k) if var is not None else "0"
 
 
+@with_layouts(layout_rules.mma_operand)
 def ldmatrix(op: Op, ctx: LowerContext) -> str:
     """Lane l addresses row l % 8 of matrix l / 8 (PTX ISA 9.7.14.5.15).
 
@@ -176,7 +179,7 @@ def ldmatrix(op: Op, ctx: LowerContext) -> str:
     whose elements run along K; `.trans` reads rows running along M or N.
     """
     ref = ctx.smem_ref(op, "src")
-    fv, decl = frag_result(ctx, op)
+    fv, decl = ctx.define(op, 0)
     t = op.results[0].type
     assert isinstance(t, FragmentType)
     rows, cols = fv.shape

@@ -18,9 +18,10 @@ from cake_core.ir.types import (
     ScalarType,
     SmemType,
 )
+from cake_core.lower import layout_rules
 from cake_core.lower.context import LowerContext, float_literal
 from cake_core.lower.emitter import c_identifier
-from cake_core.lower.fragments import frag_result
+from cake_core.lower.layout_rules import with_layouts
 
 
 def smem(op: Op, ctx: LowerContext) -> str:
@@ -32,10 +33,11 @@ def smem(op: Op, ctx: LowerContext) -> str:
     return f"// `{name}`: {t.describe()} at {ctx.smem_names.get(name, '?')}, {where}"
 
 
+@with_layouts(layout_rules.declared)
 def fragment(op: Op, ctx: LowerContext) -> str:
     t = op.results[0].type
     assert isinstance(t, FragmentType)
-    fv, decl = frag_result(ctx, op)
+    fv, decl = ctx.define(op, 0)
     fill = op.args.get("fill")
     if fv.dist.opaque:
         value = "0u"

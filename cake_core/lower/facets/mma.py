@@ -15,8 +15,10 @@ from cake_core.ir import symbolic as S
 from cake_core.ir.kernel import Op
 from cake_core.ir.symbolic import Const, SymExpr, divides, mul
 from cake_core.ir.types import DType, SmemType
+from cake_core.lower import layout_rules
 from cake_core.lower.context import LowerContext, SmemRef, add
 from cake_core.lower.context import mul as smul
+from cake_core.lower.layout_rules import with_layouts
 from cake_core.lower.layouts import WG_RANK, cvar
 from cake_core.lower.plan import LowerError
 from cake_core.lower.prelude import WGMMA_TYPES, wgmma_helper_name
@@ -25,6 +27,7 @@ from cake_core.lower.prelude import WGMMA_TYPES, wgmma_helper_name
 DESC_MODE = {128: 1, 64: 2, 32: 3}
 
 
+@with_layouts(layout_rules.mma_accumulator)
 def mma_sync(op: Op, ctx: LowerContext) -> str:
     acc, a, b = ctx.frag(op, "acc"), ctx.frag(op, "a"), ctx.frag(op, "b")
     at = op.span
@@ -73,6 +76,7 @@ def _operand(ctx: LowerContext, op: Op, arg: str, k_major_when_transposed: bool
     return ref, span
 
 
+@with_layouts(layout_rules.wgmma_accumulator)
 def wgmma(op: Op, ctx: LowerContext) -> str:
     acc = ctx.frag(op, "acc")
     g = ctx.g

@@ -9,21 +9,19 @@ chunk result, so all replicas stay equal without any further communication.
 
 The running pair must live in the rows of `dist`'s register layout (the projection of
 its row axis).  `ARGMIN_UPDATE.layouts` states that constraint to the lowering's layout
-inference (`cake_core.lower.plan` calls `layouts(op, get, put)` on a plugin's lower
-facet); the facet still checks it and reports a CK601 at the argument rather than emit
-code whose threads disagree about which rows they hold.
+inference (`cake_core.lower.plan` calls `layouts(op, ctx)` on every lower facet that has
+one, built-in or plugin); the facet still checks it and reports a CK601 at the argument
+rather than emit code whose threads disagree about which rows they hold.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from cake_core.ir.kernel import Op, Value
+from cake_core.ir.kernel import Op
 from cake_core.ir.types import FragmentType
 from cake_core.lower.context import CTYPE, FragVar, LowerContext, paren
 from cake_core.lower.fragments import coord, index, nest
 from cake_core.lower.layouts import COL, ROW, Dist
-from cake_core.lower.plan import LowerError
+from cake_core.lower.plan import LayoutContext, LowerError
 
 _INT_MAX = "0x7fffffff"
 
@@ -35,18 +33,17 @@ def _row_projection(d: Dist) -> Dist:
 class ArgminUpdateLowering:
     """The facet (`__call__`) plus the layout constraint it relies on (`layouts`)."""
 
-    def layouts(self, op: Op, get: Callable[[Value], Dist | None],
-                put: Callable[[Value, Dist], None]) -> None:
+    def layouts(self, op: Op, ctx: LayoutContext) -> None:
         """Tie the running pair to the rows of `dist`'s layout (and back: a pair whose
         layout is already fixed says nothing about the columns, so only the forward
         direction is stated)."""
-        d = get(op.args["dist"])
+        d = ctx.get(op.args["dist"])
         if d is None or not d.axes or d.axes[0] is None:
             return
         rows = _row_projection(d)
         for name in ("best_v", "best_i"):
             if isinstance(op.args[name].type, FragmentType):
-                put(op.args[name], rows)
+                ctx.put(op.args[name], rows)
 
     def __call__(self, op: Op, ctx: LowerContext) -> str:
         x = ctx.frag(op, "dist")

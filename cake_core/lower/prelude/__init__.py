@@ -1,0 +1,53 @@
+"""The CUDA helpers every generated file carries: one small inline function per instruction.
+
+Generated kernels call these instead of spelling inline PTX at every use, so each op of a
+kernel lowers to one readable line.  The helpers are grouped by hardware feature, one
+module per group holding its text (`TEXT`), and only the groups a kernel uses are
+written, in `ORDER`.  Every PTX string has been assembled by ptxas 13.0 for the archs
+that use it; the comments cite the PTX ISA sections whose semantics they rely on.
+"""
+
+from __future__ import annotations
+
+from cake_core.ir.types import DType
+from cake_core.lower.prelude import (
+    cluster,
+    common,
+    cp_async,
+    ldmatrix,
+    mbarrier,
+    mma,
+    setmaxnreg,
+    tma,
+    wgmma,
+)
+from cake_core.lower.prelude.wgmma import WGMMA_TYPES, wgmma_helper, wgmma_helper_name
+
+HEADER = """\
+#include <cuda.h>            // CUtensorMap and its enums (types only: nothing links -lcuda)
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <stdint.h>
+#include <string.h>
+"""
+
+#: Feature group (the names facets add to `ctx.features`) -> its helpers.
+GROUPS = {"common": common.TEXT, "mbarrier": mbarrier.TEXT, "tma": tma.TEXT,
+          "cp_async": cp_async.TEXT, "ldmatrix": ldmatrix.TEXT, "mma": mma.TEXT,
+          "wgmma": wgmma.TEXT, "setmaxnreg": setmaxnreg.TEXT, "cluster": cluster.TEXT}
+ORDER = ("common", "mbarrier", "tma", "cp_async", "ldmatrix", "mma", "wgmma", "setmaxnreg",
+         "cluster")
+
+
+def render_prelude(groups: set[str], wgmma_shapes: set[tuple[int, DType]]) -> str:
+    """The helpers of `groups` (common always) and one wgmma helper per (N, dtype)."""
+    parts = [GROUPS[g] for g in ORDER if g == "common" or g in groups]
+    for n, dt in sorted(wgmma_shapes, key=lambda x: (x[1].value, x[0])):
+        parts.append(wgmma_helper(n, dt))
+    return "".join(parts)
+
+
+__all__ = ["GROUPS", "HEADER", "ORDER", "WGMMA_TYPES", "render_prelude", "wgmma_helper",
+           "wgmma_helper_name"]

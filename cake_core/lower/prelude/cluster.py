@@ -1,0 +1,22 @@
+"""Cluster helpers (sm_90): the block's coordinates and rank in its cluster."""
+
+from __future__ import annotations
+
+TEXT = r"""
+// ---- cluster indices ---------------------------------------------------------------------
+#ifndef CAKE_CLUSTER_HELPERS
+#define CAKE_CLUSTER_HELPERS
+__device__ __forceinline__ int cake_cluster_ctaid(int d) {
+  uint32_t x, y, z;
+  asm volatile("mov.u32 %0, %%cluster_ctaid.x;" : "=r"(x));
+  asm volatile("mov.u32 %0, %%cluster_ctaid.y;" : "=r"(y));
+  asm volatile("mov.u32 %0, %%cluster_ctaid.z;" : "=r"(z));
+  return static_cast<int>(d == 0 ? x : d == 1 ? y : z);
+}
+__device__ __forceinline__ int cake_cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return static_cast<int>(r);
+}
+#endif
+"""

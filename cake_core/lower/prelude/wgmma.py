@@ -1,0 +1,84 @@
+"""wgmma helpers (sm_90a): descriptors, fences, commit and wait, and one
+`wgmma.mma_async` helper per (N, dtype) a kernel uses, written on demand.
+"""
+
+from __future__ import annotations
+
+from cake_core.ir.types import DType
+
+TEXT = r"""
+// ---- wgmma (PTX ISA 9.7.15) -------------------------------------------------------------
+#ifndef CAKE_WGMMA_HELPERS
+#define CAKE_WGMMA_HELPERS
+// Shared-memory matrix descriptor (PTX ISA 9.7.15.5.1, "Matrix Descriptor Format"):
+//   bits  0-13  start address >> 4         bits 16-29  leading dimension byte offset >> 4
+//   bits 32-45  stride dimension byte offset >> 4
+//   bits 49-51  base offset (0: every operand starts at a multiple of the swizzle repeat)
+//   bits 62-63  swizzle mode: 0 none, 1 = 128B, 2 = 64B, 3 = 32B
+// K-major swizzled operands: rows of one swizzle span, 8-row groups `sbo` = 8 * span bytes
+// apart; the leading offset is unused (the K extent of one wgmma fits in the span) and set
+// to 1, as CUTLASS does.  Successive K steps advance the start address inside the span.
+__host__ __device__ __forceinline__ uint64_t cake_wgmma_desc(uint32_t addr, uint32_t lbo,
+                                                             uint32_t sbo, uint32_t mode) {
+  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4)
+       | (static_cast<uint64_t>((lbo & 0x3FFFFu) >> 4) << 16)
+       | (static_cast<uint64_t>((sbo & 0x3FFFFu) >> 4) << 32)
+       | (static_cast<uint64_t>(mode) << 62);
+}
+__device__ __forceinline__ void cake_wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cake_wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cake_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
+}
+// Pin accumulator registers at this point of the program: no read or write of them
+// moves across an in-flight wgmma (CUTLASS's warpgroup_fence_operand).
+template <int N>
+__device__ __forceinline__ void cake_fence_regs(float (&r)[N]) {
+  CAKE_FOR(i, N) asm volatile("" : "+f"(r[i]) :: "memory");
+}
+
+#endif
+"""
+
+
+#: wgmma input dtype -> (PTX type, K per instruction)
+WGMMA_TYPES = {DType.BF16: ("bf16", 16), DType.F16: ("f16", 16), DType.E4M3: ("e4m3", 32),
+               DType.E5M2: ("e5m2", 32)}
+
+
+def wgmma_helper_name(n: int, dtype: DType) -> str:
+    ptx, k = WGMMA_TYPES[dtype]
+    return f"cake_wgmma_m64n{n}k{k}_{ptx}"
+
+
+def wgmma_helper(n: int, dtype: DType) -> str:
+    """One `wgmma.mma_async` with both operands from smem descriptors, K-major.
+
+    Operand order (PTX ISA 9.7.15.5.2): d, a-desc, b-desc, scale-d, imm-scale-a,
+    imm-scale-b[, imm-trans-a, imm-trans-b] (16-bit types only have the transpose flags;
+    0 = K-major).  scale-d 1 accumulates into d.
+    """
+    ptx, k = WGMMA_TYPES[dtype]
+    regs = n // 2
+    d = ", ".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    trans = ", 0, 0" if k == 16 else ""
+    name = wgmma_helper_name(n, dtype)
+    return f"""
+#ifndef CAKE_HELPER_{name.upper()}
+#define CAKE_HELPER_{name.upper()}
+__device__ __forceinline__ void {name}(float* d, uint64_t desc_a, uint64_t desc_b) {{
+  asm volatile(
+      "{{\\n\\t.reg .pred p;\\n\\tsetp.ne.b32 p, %{regs + 2}, 0;\\n\\t"
+      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} {{{d}}}, %{regs}, %{regs + 1}, "
+      "p, 1, 1{trans};\\n\\t}}"
+      : {outs}
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}}
+#endif
+"""
