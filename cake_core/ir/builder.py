@@ -204,9 +204,9 @@ class KernelBuilder:
             v = parse_param(self, p)
             if v is not None:
                 k.params.append(Param(p.name, v, p.span))
-                self._define(p.name, v, None)
+                self.define(p.name, v, None)
             else:  # already reported; bound so that its uses stay quiet
-                self._define(p.name, Value(p.name, ErrorType(), p.name_span), None)
+                self.define(p.name, Value(p.name, ErrorType(), p.name_span), None)
         self.blocks.append(k.body)
         self._stmts(fn.body)
         self.blocks.pop()
@@ -291,7 +291,7 @@ class KernelBuilder:
         v = int_value(var, s.target.span, s.target.id)
         loop = ForOp(v, start, stop, step, [], s.span, self.role.name if self.role else None)
         self.emit(loop)
-        self._define(s.target.id, v, s)
+        self.define(s.target.id, v, s)
         self.blocks.append(loop.body)
         self.loops.append(loop)
         self.loop_defs.append(set())
@@ -419,7 +419,7 @@ class KernelBuilder:
         return None
 
     # -- bookkeeping ---------------------------------------------------------------------
-    def _define(self, name: str, v: Value, stmt: ast.Stmt | None) -> None:
+    def define(self, name: str, v: Value, stmt: ast.Stmt | None) -> None:
         """Bind a name in the kernel scope, checking what may be re-bound."""
         old = self.scope.get(name)
         if old is not None and isinstance(old.type, _UNIQUE_KINDS):

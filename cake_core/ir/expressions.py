@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related, TextEdit
@@ -30,10 +30,12 @@ from cake_core.ir.scope import (
     int_value,
     str_value,
 )
+from cake_core.ir.state import KernelState, ProgramState
 from cake_core.ir.typecheck import CallContext
 from cake_core.ir.types import (
     BarrierType,
     DType,
+    DTypeType,
     ErrorType,
     FragmentType,
     IndexSpaceType,
@@ -59,9 +61,6 @@ from cake_core.primitives.registry import Primitive
 from cake_core.syntax import ast
 from cake_core.syntax.source import Span
 
-if TYPE_CHECKING:
-    from cake_core.ir.builder import KernelBuilder, ProgramBuilder
-
 _BOOL = ScalarType(DType.BOOL)
 _type_of = attrgetter("type")  # in C: no Python frame per element
 _HOLDS_VALUES = (tuple, ViewOrigin)  # consts through which `note_use` marks more values
@@ -73,7 +72,7 @@ _INT_OPS = {"+": S.add, "-": S.sub, "*": S.mul, "//": S.floordiv, "%": S.mod}
 
 
 class Evaluator(BuilderForms):
-    def __init__(self, pb: ProgramBuilder, kernel: KernelBuilder | None) -> None:
+    def __init__(self, pb: ProgramState, kernel: KernelState | None) -> None:
         self.pb = pb
         self.k = kernel
         self.diags = pb.diags
@@ -148,7 +147,7 @@ class Evaluator(BuilderForms):
         if self.k is not None and scope is self.k.scope:
             if v.name != name:
                 v = Value(name, v.type, v.span, v.sym, v.const)
-            self.k._define(name, v, stmt)
+            self.k.define(name, v, stmt)
         else:
             if name in scope and not isinstance(scope[name].type, ErrorType):
                 self.diags.append(codes.REDEFINITION.at(
@@ -361,8 +360,6 @@ class Evaluator(BuilderForms):
                 elts = tuple(int_value(d, e.span) for d in t.shape)
                 return Value("shape", TupleType(tuple(x.type for x in elts)), e.span, None, elts)
             if e.attr == "dtype":
-                from cake_core.ir.types import DTypeType
-
                 return Value(t.dtype.value, DTypeType(), e.span, None, t.dtype)
         if isinstance(t, StageType) and e.attr == "phase":
             return int_value(S.Var(f"{base.name}.phase", S.Const(0), S.Const(2)), e.span)

@@ -8,13 +8,13 @@ an annotation.  They live apart from expression evaluation so each reads as one 
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, TextEdit
 from cake_core.ir import symbolic as S
 from cake_core.ir.kernel import Value
 from cake_core.ir.scope import int_value
+from cake_core.ir.state import KernelState, ProgramState
 from cake_core.ir.types import (
     ErrorType,
     FragmentType,
@@ -28,10 +28,6 @@ from cake_core.ir.types import (
 from cake_core.ir.values import error_value, range_bounds, sym_of
 from cake_core.syntax import ast
 
-if TYPE_CHECKING:
-    from cake_core.ir.builder import KernelBuilder, ProgramBuilder
-
-
 _INT_KINDS = (IntType, StageType)  # a tuple, not `IntType | StageType`: built once
 _ZERO, _ONE = S.Const(0), S.Const(1)  # immutable, so shared
 _RANGE, _LAYOUT = RangeType(), LayoutType()
@@ -40,8 +36,8 @@ _RANGE, _LAYOUT = RangeType(), LayoutType()
 class BuilderForms:
     """Mixed into the Evaluator: `_form_<name>` handles a call to `<name>`."""
 
-    pb: ProgramBuilder
-    k: KernelBuilder | None
+    pb: ProgramState
+    k: KernelState | None
     diags: list[Diagnostic]
 
     def expr(self, e: ast.Expr, targets: tuple[str, ...] = ()) -> Value:

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cake_core.ir.symbolic import Dim, SymExpr, Var
+from cake_core.ir.symbolic import Dim, SymExpr, Var, cdiv, sub
 from cake_core.ir.types import DType, SmemLayout, Type
 from cake_core.syntax.source import Span
 
@@ -77,8 +77,6 @@ class ForOp:
 
     @property
     def trip_count(self) -> SymExpr:
-        from cake_core.ir.symbolic import cdiv, sub
-
         return cdiv(sub(self.stop, self.start), self.step)
 
 

@@ -4,12 +4,12 @@ parameters (`A: Tensor[bf16, (M, K)]`, scalar dtypes)."""
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Fix, TextEdit
 from cake_core.hardware import suggest_arch
 from cake_core.ir.kernel import Value
+from cake_core.ir.state import KernelState
 from cake_core.ir.types import (
     DType,
     ErrorType,
@@ -22,15 +22,11 @@ from cake_core.ir.values import elements
 from cake_core.syntax import ast
 from cake_core.syntax.source import Span
 
-if TYPE_CHECKING:
-    from cake_core.ir.builder import KernelBuilder
-
-
 #: arch name, arch span, grid, warps, warps span, cluster
 Decorator = tuple[str, Span | None, tuple, int, Span | None, tuple[int, ...]]
 
 
-def parse_decorator(kb: KernelBuilder) -> Decorator | None:
+def parse_decorator(kb: KernelState) -> Decorator | None:
     fn = kb.fn
     decos = [d for d in fn.decorators
              if isinstance(d, ast.Call) and isinstance(d.func, ast.Name)
@@ -141,7 +137,7 @@ def parse_decorator(kb: KernelBuilder) -> Decorator | None:
         return None
     return arch_name, arch_span, grid, warps, warps_span, cluster
 
-def parse_param(kb: KernelBuilder, p: ast.Param) -> Value | None:
+def parse_param(kb: KernelState, p: ast.Param) -> Value | None:
     if p.default is not None:
         kb.diags.append(codes.BAD_KERNEL_SIGNATURE.at(
             p.default.span, "kernel parameters take no defaults"))

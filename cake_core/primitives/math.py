@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cake_core.diagnostics import codes
-from cake_core.ir.symbolic import SymExpr
+from cake_core.ir.symbolic import Const, SymExpr
 from cake_core.ir.typecheck import CallContext
 from cake_core.ir.types import (
     DType,
@@ -128,8 +128,6 @@ def _unsqueeze_rule(ctx: CallContext) -> Type:
     d = ctx.int("dim")
     if d is None or not 0 <= d <= len(x.shape):
         return ctx.error(codes.BAD_INDEX, f"`dim` must be a constant in 0..{len(x.shape)}", "dim")
-    from cake_core.ir.symbolic import Const
-
     shape = (*x.shape[:d], Const(1), *x.shape[d:])
     return FragmentType(x.dtype, shape, x.layout)
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 from cake_core.diagnostics import codes
 from cake_core.hardware import Feature
 from cake_core.ir.typecheck import CallContext
-from cake_core.ir.types import BarrierType, IntType, NoneType, PipelineType, StageType, Type
+from cake_core.ir.types import (
+    BarrierType,
+    ErrorType,
+    IntType,
+    NoneType,
+    PipelineType,
+    StageType,
+    Type,
+)
 from cake_core.primitives.facets import FacetModules
 from cake_core.primitives.registry import EffectSpec, PipeAction, Primitive, param
 from cake_core.primitives.traits import Trait
@@ -36,8 +44,6 @@ def _role_check(ctx: CallContext, side: str) -> bool:
 def _stage_rule(side: str):
     def rule(ctx: CallContext) -> Type:
         if not _role_check(ctx, side):
-            from cake_core.ir.types import ErrorType
-
             return ErrorType()
         p = ctx.type("self")
         assert isinstance(p, PipelineType)
@@ -49,8 +55,6 @@ def _stage_rule(side: str):
 def _side_rule(side: str):
     def rule(ctx: CallContext) -> Type:
         if not _role_check(ctx, side):
-            from cake_core.ir.types import ErrorType
-
             return ErrorType()
         return NoneType()
 
