@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _kernels import ROOT, dense, synthetic
 
 from cake_core.check import check_source, default_plugins
+from cake_core.source import SourceFile
 from cake_core.syntax.parser import parse, reparse
-from cake_core.syntax.source import SourceFile
 from cake_core.verify.cache import KernelVerdicts
 from cake_lsp.heap import Heap
 

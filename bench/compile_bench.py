@@ -25,7 +25,7 @@ from cake_core.check import check_source  # noqa: E402
 from cake_core.lower import lower_checked  # noqa: E402
 from cake_core.lower.ptxas import parse_log  # noqa: E402
 from cake_core.lower.toolchain import compile_cu, find_toolchain  # noqa: E402
-from cake_core.syntax.source import SourceFile  # noqa: E402
+from cake_core.source import SourceFile  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "compile_bench.json"
 

@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from cake_core.source import SourceFile  # noqa: E402
 from cake_core.syntax.parser import ParseResult, parse, reparse  # noqa: E402
-from cake_core.syntax.source import SourceFile  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 PIECES = [*"()[]{}:,.=+-*/%@&|^~<> \n\t\r\\'\"#_0123456789abcxyzé😀\x00\ufeff",

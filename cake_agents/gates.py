@@ -78,7 +78,7 @@ def _static(job: dict[str, Any], state: dict[str, Any], out: dict[str, Any]
             ) -> tuple[str, dict[str, Any], list[dict[str, Any]]]:
     from cake_core.check import check_source
     from cake_core.sim.program import SimKernel, SimSetupError
-    from cake_core.syntax.source import SourceFile
+    from cake_core.source import SourceFile
 
     source = SourceFile(job["text"], job.get("path", "candidate.cake"))
     res = check_source(source)

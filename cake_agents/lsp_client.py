@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cake_core.diagnostics.model import TextEdit, apply_edits
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 T = TypeVar("T")
 

@@ -180,7 +180,7 @@ class TacticLab:
         h = content_hash(text)
         if h not in self._parsed:
             from cake_core.check import check_source
-            from cake_core.syntax.source import SourceFile
+            from cake_core.source import SourceFile
 
             src = SourceFile(text, f"{h}.cake")
             # Parse and type-check only: a child was verified by its tactic, and every

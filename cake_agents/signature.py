@@ -30,7 +30,7 @@ def builtin_names() -> frozenset[str]:
     """Names a kernel uses without defining them: primitives, dtypes, layouts, indices."""
     names: set[str] = set(_KEYWORDS)
     try:
-        from cake_core.ir import scope
+        from cake_core.elab import scope
         from cake_core.ir.types import DTYPE_NAMES
         from cake_core.primitives.registry import builtin_registry
 

@@ -76,7 +76,7 @@ def _progress_printer() -> Any:
 
 def _print_diags(diags: list[Any]) -> None:
     from cake_core.diagnostics.text import render_text as render_diags
-    from cake_core.syntax.source import SourceFile
+    from cake_core.source import SourceFile
 
     sources = {}
     for d in diags:

@@ -105,7 +105,7 @@ def check(paths: tuple[str, ...], arch: str | None, fmt: str, output: str | None
     Exit status: 0 clean, 1 findings (errors or warnings), 2 usage or internal error.
     """
     from cake_core.check import check_source, default_plugins
-    from cake_core.syntax.source import SourceFile
+    from cake_core.source import SourceFile
 
     check_arch(arch)
     files = _collect(paths)

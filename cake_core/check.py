@@ -17,8 +17,8 @@ from cake_core.diagnostics.model import Diagnostic, sort_diagnostics
 from cake_core.ir.kernel import Program
 from cake_core.plugins.loader import PluginSet, run_rule
 from cake_core.primitives.registry import Registry
+from cake_core.source import SourceFile
 from cake_core.syntax.parser import ParseResult, parse
-from cake_core.syntax.source import SourceFile
 from cake_core.verify import Pass
 
 
@@ -139,7 +139,7 @@ def _build(parsed: ParseResult, source: SourceFile, registry: Registry, arch: st
     if kernels is not None:
         return kernels.build(parsed.module, source, registry, arch,
                              clean=not parsed.tree.root_node.has_error, moved=parsed.moved)
-    from cake_core.ir.builder import build_program
+    from cake_core.elab.builder import build_program
 
     built = build_program(parsed.module, source, registry=registry, arch=arch)
     p = built.program

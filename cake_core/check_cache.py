@@ -45,13 +45,13 @@ from dataclasses import dataclass, field
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic
-from cake_core.ir.builder import ProgramBuilder
+from cake_core.elab.builder import ProgramBuilder
 from cake_core.ir.kernel import Kernel, Program, Value
 from cake_core.primitives.registry import Registry
 from cake_core.shift import LineShift, spans_of
+from cake_core.source import SourceFile, Span
 from cake_core.syntax import ast
 from cake_core.syntax.reuse import Origin
-from cake_core.syntax.source import SourceFile, Span
 from cake_core.verify.cache import Ready
 
 __all__ = ["Build", "KernelChecks", "KernelRef", "Ready"]

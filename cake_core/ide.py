@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from cake_core.elab.scope import builtin
 from cake_core.ir.kernel import ForOp, Kernel, Program, Value
-from cake_core.ir.scope import builtin
 from cake_core.ir.symbolic import Dim
 from cake_core.ir.types import (
     BarrierType,
@@ -35,8 +35,8 @@ from cake_core.ir.types import (
     Type,
 )
 from cake_core.primitives.registry import Primitive, Registry, builtin_registry
+from cake_core.source import SourceFile, Span
 from cake_core.syntax import ast
-from cake_core.syntax.source import SourceFile, Span
 
 #: Keyword arguments whose string values name roles.
 ROLE_KEYWORDS = frozenset({"producer", "consumer", "consumers", "role", "roles"})

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from cake_core.diagnostics.model import TextEdit
 from cake_core.ir.kernel import Kernel, Op, Program, Role
-from cake_core.syntax.source import SourceFile, Span
+from cake_core.source import SourceFile, Span
 
 if TYPE_CHECKING:
     from cake_core.check import CheckResult

@@ -15,7 +15,7 @@ from typing import Any
 
 from cake_core.diagnostics.model import TextEdit
 from cake_core.ir.kernel import Kernel
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 DEFAULT_EXTENT = 4096
 

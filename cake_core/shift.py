@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from cake_core.diagnostics.model import Diagnostic, Fix, Related, TextEdit
-from cake_core.syntax.source import Position, Span
+from cake_core.source import Position, Span
 
 __all__ = ["LineShift", "spans_of"]
 

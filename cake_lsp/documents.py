@@ -22,9 +22,9 @@ from cake_core.check_cache import KernelChecks
 from cake_core.ide import SymbolIndex, build_index
 from cake_core.plugins import PluginSet
 from cake_core.primitives.registry import Registry
+from cake_core.source import SourceFile
 from cake_core.syntax.parser import Document
 from cake_core.syntax.reuse import Edit, carry
-from cake_core.syntax.source import SourceFile
 from cake_core.verify import Pass
 from cake_lsp.convert import Codec, path_of_uri
 

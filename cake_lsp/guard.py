@@ -30,7 +30,7 @@ from cake_core.diagnostics.model import Diagnostic
 from cake_core.ir.kernel import Program
 from cake_core.plugins import PluginSet
 from cake_core.plugins.guard import WALL_FACTOR, run_guarded
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 from cake_core.verify import Pass
 
 TEST_PASSES_ENV = "CAKE_LSP_TEST_PASSES"

@@ -36,7 +36,7 @@ from cake_core.ide import SymbolIndex
 from cake_core.ir.kernel import Program
 from cake_core.plugins import PluginSet, load_config, load_plugins
 from cake_core.primitives.registry import Registry
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 from cake_lsp import convert
 from cake_lsp.checking import Checker
 from cake_lsp.documents import CheckOptions, DocumentStore, OpenDocument, UnknownDocument

@@ -86,7 +86,7 @@ def _effects(e: EffectSpec) -> str:
 
 
 def _param_row(p: ParamSpec) -> str:
-    from cake_core.ir.calls import kind_name
+    from cake_core.elab.calls import kind_name
 
     kinds = " or ".join(kind_name(k) for k in p.kinds) or "anything"
     if p.const:

@@ -64,7 +64,7 @@ def _record_file(path: Path) -> dict[str, Any]:
     from cake_core.hardware import GPUS, get_arch
     from cake_core.lower import lower_checked
     from cake_core.rewrite_cost import headline_dims
-    from cake_core.syntax.source import SourceFile
+    from cake_core.source import SourceFile
     from cake_core.verify.resources import render_resource_table, resource_table
 
     rel = path.relative_to(ROOT).as_posix()

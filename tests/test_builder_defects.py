@@ -11,14 +11,14 @@ from kernels import GEMM_SM90_BLOCK
 
 from cake_core.check import check_text
 from cake_core.diagnostics import codes
-from cake_core.ir.builder import KernelBuilder, ProgramBuilder
+from cake_core.elab.builder import KernelBuilder, ProgramBuilder
 from cake_core.ir.kernel import Op, Value
 from cake_core.ir.symbolic import Const, Var
 from cake_core.ir.types import IntType
 from cake_core.primitives.registry import builtin_registry
+from cake_core.source import SourceFile
 from cake_core.syntax import ast
 from cake_core.syntax.parser import parse
-from cake_core.syntax.source import SourceFile
 
 HEADER, _, GEMM = GEMM_SM90_BLOCK.read_text(encoding="utf-8").partition("# --- kernel ---\n")
 """The constants and dims; a warp-specialised sm_90a GEMM kernel, `gemm`, checking clean."""

@@ -19,7 +19,7 @@ from cake_core.check import CheckResult, check_source
 from cake_core.check_cache import KernelChecks
 from cake_core.ir.kernel import ForOp, IfOp, Op, Program, Role
 from cake_core.plugins import PluginSet, load_plugins
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 from cake_lsp.documents import CheckOptions, OpenDocument
 from cake_lsp.guard import PassGuard
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cake_core.check import check_source
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = sorted((ROOT / "examples").glob("*.cake")) + sorted(

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from cake_core.check import check_source
+from cake_core.source import SourceFile
 from cake_core.syntax.parser import parse, reparse
-from cake_core.syntax.source import SourceFile
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.cake"))
 BROKEN = "BM = 128\n@kernel(arch='sm_90a', grid=(1,), warps=4)\ndef k(A: Tensor[f32, (BM,)]):\n" \

@@ -11,10 +11,10 @@ import pytest
 from kernels import GEMM_SM90 as GEMM
 
 from cake_core.diagnostics.model import Applicability, Diagnostic, apply_edits
+from cake_core.source import SourceFile
 from cake_core.syntax import ast
 from cake_core.syntax.convert import MAX_DEPTH
 from cake_core.syntax.parser import MAX_DIAGNOSTICS, Document, ParseResult, parse, reparse
-from cake_core.syntax.source import SourceFile
 
 
 def p(text: str) -> ParseResult:

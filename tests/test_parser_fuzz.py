@@ -10,8 +10,8 @@ from edit_support import Edit, apply_edit, edit_range, edits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cake_core.source import SourceFile
 from cake_core.syntax.parser import ParseResult, parse, reparse
-from cake_core.syntax.source import SourceFile
 
 KERNEL = '''\
 BM, BN, BK = 128, 128, 32

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from tree_sitter import Node as TSNode
 
+from cake_core.source import SourceFile
 from cake_core.syntax.parser import _parse_repaired, _parser, parse
 from cake_core.syntax.recovery import apply_repairs, error_ranges, find_repairs
-from cake_core.syntax.source import SourceFile
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = b"\n\n".join(p.read_bytes() for p in sorted((ROOT / "examples").glob("*.cake")))

@@ -37,7 +37,7 @@ from cake_core.diagnostics.model import (
 )
 from cake_core.diagnostics.sarif import render_sarif, to_sarif
 from cake_core.diagnostics.text import render_summary, render_text
-from cake_core.syntax.source import SourceFile, Span
+from cake_core.source import SourceFile, Span
 
 REPO = Path(__file__).resolve().parent.parent
 SARIF_SCHEMA = REPO / "tests" / "data" / "sarif-2.1.0-rtm.5.json"

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cake_core.check_cache import same_shifted
+from cake_core.source import SourceFile
 from cake_core.syntax import convert, reuse
 from cake_core.syntax.parser import Document, parse
-from cake_core.syntax.source import SourceFile
 from cake_lsp.documents import _sync
 
 ROOT = Path(__file__).resolve().parent.parent

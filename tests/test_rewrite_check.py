@@ -11,7 +11,7 @@ import pytest
 from cake_core.check import check_source
 from cake_core.diagnostics.model import TextEdit, apply_edits
 from cake_core.rewrite import check_edited, verified
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.cake"))
 PIECES = ["", "1", "128", "x", "(", ":", "\n", "    pass\n", "swizzle(64)", "stages=2"]

@@ -15,7 +15,7 @@ from cake_core.diagnostics.codes import Rule, all_rules, lookup
 from cake_core.diagnostics.model import Diagnostic, Severity
 from cake_core.ir.kernel import Program
 from cake_core.plugins import Plugin, ProjectConfig, RuleItem, load_config, load_plugins
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_DIRS = ("tests/bugs", "tests/errors", "examples", "bench/data")

@@ -23,7 +23,7 @@ import pytest
 
 from cake_core.check import check_source
 from cake_core.diagnostics.model import Applicability, Diagnostic, apply_edits
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 ERRORS_DIR = Path(__file__).resolve().parent / "errors"
 FILES = sorted(ERRORS_DIR.glob("*.cake"))

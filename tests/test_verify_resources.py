@@ -13,7 +13,7 @@ from cake_core.hardware import get_arch
 from cake_core.ir.kernel import Kernel, SmemAlloc
 from cake_core.ir.symbolic import Const
 from cake_core.ir.types import DType, SmemLayout
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 from cake_core.verify import banks, layout, resources
 from cake_core.verify.registers import (
     allocated,

@@ -15,7 +15,7 @@ from kernels import GEMM_SM90 as GEMM
 from cake_core.check import check_text
 from cake_core.diagnostics.model import Applicability, Diagnostic, apply_edits
 from cake_core.diagnostics.text import render_text
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 from cake_core.verify import BUILTIN_PASSES, sync
 from cake_core.verify.unroll import concrete_sizes
 

@@ -259,9 +259,9 @@ def _twin_lines(bad: str, good: str, line: int | None) -> str:
 
 
 def _call_arity(text: str, name: str) -> tuple[int, list[str]]:
+    from cake_core.source import SourceFile
     from cake_core.syntax import ast as cast
     from cake_core.syntax.parser import parse
-    from cake_core.syntax.source import SourceFile
 
     module = parse(SourceFile(text, "kernel.cake")).module
     n, kws = 0, []

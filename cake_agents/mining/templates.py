@@ -120,7 +120,7 @@ from cake_core.diagnostics.model import Diagnostic, Severity
 from cake_core.ir.kernel import Kernel, Op, Program
 from cake_core.plugins import RuleItem
 from cake_core.primitives.registry import Provenance
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 {_origin(s)}
 CODE = Rule({s.code!r}, {s.name!r},
@@ -214,7 +214,7 @@ from cake_agents.mining.pattern import find_matches
 from cake_core.ir.kernel import Kernel
 from cake_core.plugins import Tactic, TacticResult
 from cake_core.primitives.registry import Provenance
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 {_origin(s)}
 PATTERNS: tuple[str, ...] = {_tuple(s.patterns)}
@@ -256,7 +256,7 @@ on it (docs/plugins.md, section 5).
 
 from __future__ import annotations
 
-from cake_core.ir.typecheck import CallContext
+from cake_core.primitives.typecheck import CallContext
 from cake_core.ir.types import NoneType, Type
 from cake_core.primitives.facets import Facets, Unsupported
 from cake_core.primitives.registry import EffectSpec, Primitive, Provenance, param

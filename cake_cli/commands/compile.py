@@ -40,7 +40,7 @@ def compile_cmd(file: str, output: str | None, kernel_name: str | None, arch: st
     """Compile the kernels of FILE to cubins and report registers, spills and smem."""
     from cake_core.lower.build import build_source
     from cake_core.lower.toolchain import NOT_FOUND, find_toolchain
-    from cake_core.syntax.source import SourceFile
+    from cake_core.source import SourceFile
 
     check_arch(arch)
     path = Path(file)

@@ -47,7 +47,7 @@ def cost(file: str, dims: tuple[str, ...], arch: str | None, gpu: str | None,
     from cake_core.cost.calibration import load_calibrations, pick_calibration
     from cake_core.cost.model import CostError, predict, resolve_gpu
     from cake_core.hardware import get_gpu
-    from cake_core.syntax.source import SourceFile
+    from cake_core.source import SourceFile
 
     check_arch(arch)
     gpu_spec = None

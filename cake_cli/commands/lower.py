@@ -30,7 +30,7 @@ def lower(file: str, output: str | None, kernel_name: str | None, arch: str | No
     """Lower the kernels of FILE to CUDA C++ (inline PTX, #line mapped to FILE)."""
     from cake_core.diagnostics.text import render_summary, render_text
     from cake_core.lower import lower_source
-    from cake_core.syntax.source import SourceFile
+    from cake_core.source import SourceFile
 
     check_arch(arch)
     path = Path(file)

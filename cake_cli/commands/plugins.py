@@ -41,7 +41,7 @@ def doctor() -> None:
     """Load every plugin, run its rules on the examples, and report what fails."""
     from cake_core.check import check_source
     from cake_core.plugins import load_config, load_plugins
-    from cake_core.syntax.source import SourceFile
+    from cake_core.source import SourceFile
 
     ps = load_plugins(load_config())
     for warning in ps.warnings:

@@ -28,7 +28,7 @@ from cake_cli.gpu_run import run_gpu
 
 if TYPE_CHECKING:
     from cake_core.sim.tasks_run import TaskRunReport
-    from cake_core.syntax.source import SourceFile
+    from cake_core.source import SourceFile
 
 SCHEMA = "cake.run/1"
 
@@ -60,7 +60,7 @@ def run(kernel: str, task_name: str, sim: bool, dims: str | None, schedules: int
     from cake_core.sim.engine import launch_dims
     from cake_core.sim.program import SimKernel, SimSetupError
     from cake_core.sim.tasks_run import run_task
-    from cake_core.syntax.source import SourceFile
+    from cake_core.source import SourceFile
     from cake_core.tasks import TaskError, load_task
 
     path_text, _, kname = kernel.partition("::")

@@ -90,7 +90,7 @@ def load_runs(path: str | Path) -> list[Run]:
     Kernel paths are relative to the results file (or absolute).  Raises RunError.
     """
     from cake_core.check import check_source
-    from cake_core.syntax.source import SourceFile
+    from cake_core.source import SourceFile
 
     path = Path(path)
     try:

@@ -15,7 +15,7 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from cake_core.cost.model import Prediction
-    from cake_core.syntax.source import SourceFile
+    from cake_core.source import SourceFile
 
 
 def _us(seconds: float) -> str:

@@ -22,7 +22,7 @@ from cake_core.diagnostics.model import (
     Related,
     Severity,
 )
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 
 
 class FixAvailability(StrEnum):

@@ -28,7 +28,7 @@ from cake_core.diagnostics.model import (
     TextEdit,
 )
 from cake_core.diagnostics.text import summarize
-from cake_core.syntax.source import Position, SourceFile, Span
+from cake_core.source import Position, SourceFile, Span
 
 FORMAT_VERSION = 1
 """Bumped when a field is removed or changes meaning; new optional fields keep it."""

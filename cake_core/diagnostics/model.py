@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 
 
 class Severity(StrEnum):

@@ -25,7 +25,7 @@ from cake_core import __version__
 from cake_core.diagnostics.codes import lookup
 from cake_core.diagnostics.json_format import jsonable
 from cake_core.diagnostics.model import Diagnostic, Severity
-from cake_core.syntax.source import SourceFile, Span
+from cake_core.source import SourceFile, Span
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://pypi.org/project/cake-kernels/"

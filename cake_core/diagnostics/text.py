@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Severity
-from cake_core.syntax.source import SourceFile, Span
+from cake_core.source import SourceFile, Span
 
 TAB_WIDTH = 4
 """Tab stops every four cells, as in rustc's output."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from cake_core.ir.symbolic import Dim, SymExpr, Var, cdiv, sub
 from cake_core.ir.types import DType, SmemLayout, Type
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 
 if TYPE_CHECKING:
     from cake_core.primitives.registry import Primitive

@@ -8,7 +8,7 @@ from typing import cast
 from cake_core.ir import symbolic as S
 from cake_core.ir.kernel import Value
 from cake_core.ir.types import ErrorType, IntType, ScalarType, StageType, TupleType
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from cake_core.hardware import get_arch
 from cake_core.lower.emitter import Emitter
 from cake_core.lower.plan import LowerError
 from cake_core.primitives.registry import Registry
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 if TYPE_CHECKING:
     from cake_core.check import CheckResult

@@ -22,7 +22,7 @@ from cake_core.lower import LowerResult, lower_checked
 from cake_core.lower.ptxas import FunctionResources, diagnostics, parse_log
 from cake_core.lower.toolchain import CompileResult, Toolchain, compile_cu
 from cake_core.primitives.registry import Registry
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 
 @dataclass

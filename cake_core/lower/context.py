@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from cake_core.elab.expressions import Predicate, ViewOrigin
 from cake_core.hardware import ArchSpec
 from cake_core.ir import symbolic as S
-from cake_core.ir.expressions import Predicate, ViewOrigin
 from cake_core.ir.kernel import Kernel, Op, Value
 from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var
 from cake_core.ir.types import (

@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cake_core.elab.bindings import bindings_of
 from cake_core.hardware import ArchSpec
-from cake_core.ir.bindings import bindings_of
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value, walk_nodes
 from cake_core.ir.symbolic import Dim, SymExpr
 from cake_core.ir.types import (
@@ -41,8 +41,8 @@ from cake_core.lower.emitter import Emitter, Names, c_identifier
 from cake_core.lower.plan import Group, KernelPlan, LowerError, build_plan
 from cake_core.primitives.facets import FacetError, Unsupported
 from cake_core.primitives.traits import Trait
+from cake_core.source import SourceFile
 from cake_core.syntax import ast
-from cake_core.syntax.source import SourceFile
 from cake_core.verify.smem_plan import smem_plan
 from cake_core.verify.views import ViewTracer
 

@@ -24,7 +24,7 @@ from cake_core.lower import layouts
 from cake_core.lower.context import LowerContext
 from cake_core.lower.layouts import COL, ROW, Dist
 from cake_core.lower.plan import Group, LayoutContext, LayoutHook, LowerError, fragment_shape
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 
 
 @dataclass(frozen=True, slots=True)

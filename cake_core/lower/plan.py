@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from cake_core.ir.bindings import Bindings
-from cake_core.ir.expressions import Predicate, ViewOrigin
+from cake_core.elab.bindings import Bindings
+from cake_core.elab.expressions import Predicate, ViewOrigin
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value
 from cake_core.ir.symbolic import SymExpr, Var
 from cake_core.ir.types import (
@@ -35,7 +35,7 @@ from cake_core.lower import layouts
 from cake_core.lower.layouts import COL, ROW, Dist
 from cake_core.primitives.facets import FacetError, Unsupported
 from cake_core.primitives.traits import Trait
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 
 
 class LowerError(Exception):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic
-from cake_core.syntax.source import SourceFile, Span
+from cake_core.source import SourceFile, Span
 
 _ENTRY = re.compile(r"ptxas info\s*: Compiling entry function '([^']+)' for '([^']+)'")
 _PROPS = re.compile(r"ptxas info\s*: Function properties for (\S+)")

@@ -21,7 +21,7 @@ from cake_core.primitives.registry import Primitive, Provenance
 
 if TYPE_CHECKING:
     from cake_core.ir.kernel import Kernel, Program
-    from cake_core.syntax.source import SourceFile
+    from cake_core.source import SourceFile
 
 PLUGIN_API_VERSION = 1
 

@@ -104,7 +104,7 @@ from cake_core.ir.types import PipelineType
 from cake_core.plugins import RuleItem
 from cake_core.primitives.registry import Provenance
 from cake_core.primitives.traits import Trait
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 CODE = Rule("{code}", "single-stage-pipeline",
             "A one-stage pipeline serialises copies and compute.",

@@ -5,7 +5,6 @@ from __future__ import annotations
 from cake_core.diagnostics import codes
 from cake_core.hardware import Feature
 from cake_core.ir.symbolic import SymExpr
-from cake_core.ir.typecheck import CallContext
 from cake_core.ir.types import (
     BarrierType,
     DType,
@@ -31,6 +30,7 @@ from cake_core.ir.values import elements
 from cake_core.primitives.facets import FacetModules
 from cake_core.primitives.registry import Primitive, param
 from cake_core.primitives.traits import Trait
+from cake_core.primitives.typecheck import CallContext
 
 #: Where this family's facets live; each primitive names its own attribute.
 _FACETS = FacetModules(cost="cake_core.cost.facets.memory",

@@ -5,7 +5,6 @@ from __future__ import annotations
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Fix, TextEdit
 from cake_core.hardware import Feature
-from cake_core.ir.typecheck import CallContext
 from cake_core.ir.types import (
     DType,
     ErrorType,
@@ -20,7 +19,8 @@ from cake_core.ir.types import (
 from cake_core.primitives.facets import FacetModules
 from cake_core.primitives.registry import EffectSpec, Primitive, SmemAccess, param
 from cake_core.primitives.traits import Trait
-from cake_core.syntax.source import Span
+from cake_core.primitives.typecheck import CallContext
+from cake_core.source import Span
 
 #: Where this family's facets live; each primitive names its own attribute.
 _FACETS = FacetModules(cost="cake_core.cost.facets.mma",

@@ -21,7 +21,7 @@ from cake_core.primitives.facets import Facet, FacetKind, Facets, Unsupported
 from cake_core.primitives.traits import Trait
 
 if TYPE_CHECKING:
-    from cake_core.ir.typecheck import CallContext
+    from cake_core.primitives.typecheck import CallContext
 
 _REQUIRED = object()
 

@@ -38,7 +38,7 @@ from cake_core.run.results import (
     Finding,
     ShapeResult,
 )
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 from cake_core.tasks import KernelEntry, Shape, Task
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -19,7 +19,7 @@ import numpy as np
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.codes import Rule
 from cake_core.diagnostics.model import Related
-from cake_core.ir.expressions import Predicate, ViewOrigin
+from cake_core.elab.expressions import Predicate, ViewOrigin
 from cake_core.ir.kernel import Op, Value
 from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var, apply_op
 from cake_core.ir.types import BarrierType, NoneType, SmemType
@@ -28,7 +28,7 @@ from cake_core.sim.layout import SmemFault, SmemView
 from cake_core.sim.races import VC, Access, Conflict
 from cake_core.sim.runstate import BlockState, SimRun
 from cake_core.sim.state import AsyncOp, Fragment, MBarrier, PipelineRT, Proc, TileRef
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 
 if TYPE_CHECKING:
     from cake_core.sim.program import SimKernel

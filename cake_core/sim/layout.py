@@ -22,7 +22,7 @@ import numpy as np
 
 from cake_core.ir.kernel import Kernel, SmemAlloc
 from cake_core.ir.types import DType, SmemLayout, SmemType
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 
 _SWIZZLE_BITS = {0: 0, 32: 1, 64: 2, 128: 3}
 #: Alignment of a buffer by swizzle span when no smem plan module is available.

@@ -15,14 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cake_core.ir.bindings import bindings_of
-from cake_core.ir.expressions import Predicate, ViewOrigin
+from cake_core.elab.bindings import bindings_of
+from cake_core.elab.expressions import Predicate, ViewOrigin
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value, walk_nodes
 from cake_core.ir.symbolic import SymExpr, Var
 from cake_core.ir.types import ScalarType, TensorType
 from cake_core.sim.layout import Buffer, buffers_of
+from cake_core.source import SourceFile, Span
 from cake_core.syntax import ast
-from cake_core.syntax.source import SourceFile, Span
 
 _PER_WARP = {"warp.id", "warp.rank", "lane.id", "thread.id"}
 _PER_WARPGROUP = {"warpgroup.id", "warpgroup.rank"}

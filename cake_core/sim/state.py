@@ -16,7 +16,7 @@ import numpy as np
 from cake_core.ir.kernel import Node, Op
 from cake_core.ir.types import DType
 from cake_core.sim.races import VC, Access, join
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 
 
 @dataclass(slots=True)

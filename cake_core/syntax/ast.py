@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from tree_sitter import Node as TSNode
 
 from cake_core.diagnostics.model import Applicability, Fix, TextEdit
+from cake_core.source import Span
 from cake_core.syntax import ast
 from cake_core.syntax.expressions import (
     MAX_DEPTH,
@@ -23,7 +24,6 @@ from cake_core.syntax.expressions import (
     has_token,
 )
 from cake_core.syntax.reuse import Key, Record, Reuse, key_of
-from cake_core.syntax.source import Span
 from cake_core.syntax.subset import TRIVIA, Rejection, rejection
 
 __all__ = ["MAX_DEPTH", "Converter"]

@@ -22,10 +22,10 @@ from tree_sitter import Node as TSNode
 
 from cake_core.diagnostics.codes import SYNTAX_ERROR, UNSUPPORTED_SYNTAX
 from cake_core.diagnostics.model import Diagnostic, Fix
+from cake_core.source import Position, SourceFile, Span
 from cake_core.syntax import ast
 from cake_core.syntax.literals import LiteralError, decode_string_body, parse_float, parse_integer
 from cake_core.syntax.positions import PositionIndex
-from cake_core.syntax.source import Position, SourceFile, Span
 from cake_core.syntax.subset import TRIVIA, Rejection, rejection
 
 MAX_DEPTH = 100

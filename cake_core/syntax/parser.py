@@ -35,6 +35,7 @@ from tree_sitter import Node as TSNode
 
 from cake_core.diagnostics.codes import INTERNAL_ERROR, INVALID_ENCODING, SYNTAX_ERROR
 from cake_core.diagnostics.model import Diagnostic, sort_diagnostics
+from cake_core.source import SourceFile
 from cake_core.syntax import ast
 from cake_core.syntax.convert import Converter
 from cake_core.syntax.expressions import MAX_REPORTED
@@ -48,7 +49,6 @@ from cake_core.syntax.recovery import (
     flaw_diagnostic,
 )
 from cake_core.syntax.reuse import Carried, Edit, Key, Origin, Record, Reuse, carry
-from cake_core.syntax.source import SourceFile
 
 __all__ = ["Document", "ParseResult", "parse", "reparse"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 
-from cake_core.syntax.source import Position, SourceFile, Span
+from cake_core.source import Position, SourceFile, Span
 
 _tuple_new = tuple.__new__
 

@@ -19,7 +19,7 @@ from tree_sitter import Node as TSNode
 
 from cake_core.diagnostics.codes import SYNTAX_ERROR
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, TextEdit
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 from cake_core.syntax.tokens import Flaw, scan
 
 SpanOf = Callable[[int, int], Span]

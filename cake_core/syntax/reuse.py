@@ -32,8 +32,8 @@ from tree_sitter import Node as TSNode
 
 from cake_core.diagnostics.model import Diagnostic
 from cake_core.shift import LineShift
+from cake_core.source import Position, Span
 from cake_core.syntax import ast
-from cake_core.syntax.source import Position, Span
 
 if TYPE_CHECKING:
     from cake_core.syntax.recovery import PatchMap

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from cake_core.diagnostics.model import Diagnostic
 from cake_core.ir.kernel import Program
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 Pass = Callable[[Program, SourceFile], list[Diagnostic]]
 

@@ -21,8 +21,8 @@ from typing import Protocol
 from cake_core.diagnostics.model import Diagnostic
 from cake_core.ir.kernel import Kernel, Program
 from cake_core.shift import LineShift, spans_of
+from cake_core.source import SourceFile, Span
 from cake_core.syntax import ast
-from cake_core.syntax.source import SourceFile, Span
 
 #: Kernels remembered per plugin set (a 2,000-line file holds about a hundred).
 LIMIT = 2048

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from cake_core.diagnostics.model import TextEdit
 from cake_core.ir.kernel import Kernel, Program, Role
+from cake_core.source import SourceFile, Span
 from cake_core.syntax import ast
 from cake_core.syntax.parser import parse
-from cake_core.syntax.source import SourceFile, Span
 
 
 class SourceIndex:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cake_core.ir.expressions import ViewOrigin
+from cake_core.elab.expressions import ViewOrigin
 from cake_core.ir.kernel import Kernel, Op, Value
 from cake_core.ir.symbolic import SymExpr
 from cake_core.ir.types import (

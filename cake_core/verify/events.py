@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cake_core.ir.kernel import Op
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 from cake_core.verify.effects import Region
 
 #: A raw mbarrier: (allocation name, index).  The index is None when it is not known.

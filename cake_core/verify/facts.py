@@ -14,7 +14,7 @@ from cake_core.diagnostics.model import TextEdit
 from cake_core.ir.kernel import Kernel, Op
 from cake_core.ir.types import BarrierType, PipelineType, StageType
 from cake_core.primitives.traits import Trait
-from cake_core.syntax.source import SourceFile, Span
+from cake_core.source import SourceFile, Span
 from cake_core.verify.effects import Effects, Views, effects_of
 from cake_core.verify.unroll import Agent, Env, agents_of, concrete_sizes, loop_vars_of
 

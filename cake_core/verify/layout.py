@@ -22,7 +22,7 @@ from cake_core.ir.symbolic import divides
 from cake_core.ir.types import FragLayout, FragmentType, SmemLayout, SmemType, TileType
 from cake_core.primitives.registry import SmemAccess
 from cake_core.primitives.traits import Trait
-from cake_core.syntax.source import SourceFile, Span
+from cake_core.source import SourceFile, Span
 from cake_core.verify import banks
 from cake_core.verify.views import Geometry, View, ViewTracer
 

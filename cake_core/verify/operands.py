@@ -18,7 +18,7 @@ from cake_core.ir.kernel import Kernel, Op, Program, Role
 from cake_core.ir.symbolic import Const, Dim, SymExpr, divides, mul
 from cake_core.ir.types import DType, FragmentType, SmemType, TensorType, TileType, shape_str
 from cake_core.primitives.traits import Trait
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 from cake_core.verify.edits import SourceIndex, dim_multiple_edit
 from cake_core.verify.views import ViewTracer
 

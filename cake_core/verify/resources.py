@@ -16,8 +16,8 @@ from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related,
 from cake_core.hardware import ArchSpec, Feature, get_arch
 from cake_core.ir.kernel import Kernel, Op, Program, Role
 from cake_core.primitives.traits import Trait
+from cake_core.source import SourceFile, Span
 from cake_core.syntax import ast
-from cake_core.syntax.source import SourceFile, Span
 from cake_core.verify import operands
 from cake_core.verify.edits import SourceIndex, keyword
 from cake_core.verify.registers import (

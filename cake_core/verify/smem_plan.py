@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from cake_core.hardware import ArchSpec
 from cake_core.ir.kernel import Kernel, SmemAlloc
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 
 #: Alignment of an unswizzled buffer: TMA needs 128-byte aligned shared-memory boxes.
 BUFFER_ALIGN = 128

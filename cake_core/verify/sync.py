@@ -16,7 +16,7 @@ from __future__ import annotations
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic
 from cake_core.ir.kernel import Kernel, Program
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 from cake_core.verify import deadlock, init_fence, phases, protocol
 from cake_core.verify.facts import KernelFacts
 from cake_core.verify.local import run_agents

@@ -20,7 +20,7 @@ import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from cake_core.ir.expressions import Predicate
+from cake_core.elab.expressions import Predicate
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value, walk_nodes
 from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var
 from cake_core.ir.types import BarrierType, PipelineType, ScalarType

@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from cake_core.ir.expressions import ViewOrigin
+from cake_core.elab.expressions import ViewOrigin
 from cake_core.ir.kernel import Kernel, Op, SmemAlloc, Value
 from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var, add, mul
 from cake_core.ir.types import DType, SmemLayout, SmemType, StageType, TupleType

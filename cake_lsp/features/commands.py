@@ -23,7 +23,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 from cake_core.check import CheckResult, check_source
 from cake_core.diagnostics.json_format import to_json_obj
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 from cake_lsp.convert import path_of_uri
 from cake_lsp.features.compiler_commands import run_cost, run_lower, run_simulate
 

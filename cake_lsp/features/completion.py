@@ -15,6 +15,12 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
+from cake_core.elab.scope import (
+    FLOAT_CONSTANTS,
+    FRAG_LAYOUT_NAMES,
+    INDEX_SPACES,
+    SMEM_LAYOUT_NAMES,
+)
 from cake_core.ide import (
     FORMS,
     SymbolIndex,
@@ -22,15 +28,9 @@ from cake_core.ide import (
     call_at_cursor,
     receiver_type,
 )
-from cake_core.ir.scope import (
-    FLOAT_CONSTANTS,
-    FRAG_LAYOUT_NAMES,
-    INDEX_SPACES,
-    SMEM_LAYOUT_NAMES,
-)
 from cake_core.ir.types import DTYPE_NAMES, Type
 from cake_core.primitives.registry import Primitive, Registry
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 from cake_lsp.convert import completion_kind, markup
 
 if TYPE_CHECKING:

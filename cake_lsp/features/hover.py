@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
+from cake_core.elab.scope import builtin
 from cake_core.ide import FORMS, CallSite, Symbol, SymbolIndex, SymbolKind
 from cake_core.ir.kernel import Kernel
-from cake_core.ir.scope import builtin
 from cake_core.ir.symbolic import Dim
 from cake_core.ir.types import DType, DTypeType, IndexSpaceType, LayoutType, PipelineType
 from cake_core.primitives.registry import Primitive
-from cake_core.syntax.source import SourceFile, Span
+from cake_core.source import SourceFile, Span
 from cake_lsp.convert import format_bytes, markup
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from lsprotocol import types as lsp
 from cake_core.ide import SymbolIndex
 from cake_core.ir.kernel import Kernel
 from cake_core.ir.types import PipelineType
-from cake_core.syntax.source import SourceFile, Span
+from cake_core.source import SourceFile, Span
 
 if TYPE_CHECKING:
     from cake_lsp.server import CakeLanguageServer

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types as lsp
 
 from cake_core.ide import Symbol, SymbolIndex, SymbolKind
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 from cake_lsp.convert import Codec, symbol_kind
 
 if TYPE_CHECKING:

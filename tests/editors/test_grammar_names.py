@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cake_core.ir.scope import FRAG_LAYOUT_NAMES, INDEX_SPACES, SMEM_LAYOUT_NAMES
+from cake_core.elab.scope import FRAG_LAYOUT_NAMES, INDEX_SPACES, SMEM_LAYOUT_NAMES
 from cake_core.ir.types import DTYPE_NAMES
 from cake_core.primitives.registry import builtin_registry
 

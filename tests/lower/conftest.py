@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cake_core.lower import LowerResult, lower_source
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.cake"))

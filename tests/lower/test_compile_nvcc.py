@@ -16,7 +16,7 @@ from cake_core.lower.build import BuildReport, build_source
 from cake_core.lower.toolchain import find_nvcc, find_toolchain
 from cake_core.primitives.facets import Facets, Unsupported
 from cake_core.primitives.registry import Primitive, extended_registry
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 from cake_core.verify.smem_plan import smem_plan
 
 pytestmark = [pytest.mark.nvcc,

@@ -15,7 +15,7 @@ from cake_core.check import check_text
 from cake_core.lower import lower_source
 from cake_core.lower.build import build_source
 from cake_core.lower.toolchain import find_nvcc
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 RULES = Path(__file__).resolve().parents[2] / "docs" / "rules"
 MARKER = "<!-- dynamic: found by the compiler -->"

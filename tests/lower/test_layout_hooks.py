@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cake_core.check import check_text, default_plugins
-from cake_core.ir.bindings import bindings_of
+from cake_core.elab.bindings import bindings_of
 from cake_core.lower.plan import build_plan
 from cake_core.primitives.facets import Unsupported
 from cake_core.primitives.registry import PipeAction, Primitive

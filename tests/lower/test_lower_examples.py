@@ -10,7 +10,7 @@ import pytest
 from cake_core.check import check_text
 from cake_core.hardware import get_arch
 from cake_core.lower import LowerResult, lower_source
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 from cake_core.verify.smem_plan import smem_plan
 
 STEMS = ["gemm_sm80", "gemm_sm90", "kmeans_assign_sm90", "tinygemm_sm90"]

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from cake_core.check import check_text
-from cake_core.ir.bindings import bindings_of
+from cake_core.elab.bindings import bindings_of
 from cake_core.lower import lower_source
 from cake_core.lower.emitter import Emitter
 from cake_core.lower.layouts import COL, ROW
 from cake_core.lower.plan import build_plan
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 ROOT = Path(__file__).resolve().parents[2]
 

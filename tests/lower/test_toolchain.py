@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cake_core.lower import ptxas, toolchain
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 FAKE_LOG = """\
 ptxas info    : 0 bytes gmem

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cake_core.diagnostics.model import Diagnostic
 from cake_core.ir.kernel import Program
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 
 
 def crash(program: Program, source: SourceFile) -> list[Diagnostic]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cake_core.check import check_source
 from cake_core.ide import build_index
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 from cake_lsp.features.hover import describe
 
 TEXT = '''N = dim("N", multiple_of=8, max=4096)

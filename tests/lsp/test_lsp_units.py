@@ -19,8 +19,8 @@ from cake_core.diagnostics.model import Applicability, Fix, Related, TextEdit
 from cake_core.ide import SymbolKind, build_index, call_at_cursor, receiver_type
 from cake_core.ir.types import PipelineType
 from cake_core.plugins import PluginSet
+from cake_core.source import SourceFile
 from cake_core.syntax.parser import parse
-from cake_core.syntax.source import SourceFile
 from cake_lsp.convert import UTF8, UTF16, UTF32, Codec, PositionError, diagnostic, read_fix_data
 from cake_lsp.documents import CheckOptions, OpenDocument, changed_region
 from cake_lsp.guard import NamedPass, PassGuard

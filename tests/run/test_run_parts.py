@@ -26,7 +26,7 @@ from cake_core.run.tensors import (
     specs_from_meta,
     to_storage,
 )
-from cake_core.syntax.source import SourceFile
+from cake_core.source import SourceFile
 from cake_core.tasks import load_task
 
 

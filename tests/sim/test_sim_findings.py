@@ -124,7 +124,7 @@ def test_runtime_index_past_a_ring_is_out_of_bounds(run_data: Launch) -> None:
 def test_view_bounds() -> None:
     from cake_core.ir.types import DType
     from cake_core.sim.layout import Buffer
-    from cake_core.syntax.source import Position, Span
+    from cake_core.source import Position, Span
 
     p = Position(0, 0, 0, 0)
     buf = Buffer("s", DType.F16, (2, 64, 32), SmemLayout(), 0, 2 * 64 * 32 * 2, Span(p, p))

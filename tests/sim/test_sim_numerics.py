@@ -8,7 +8,7 @@ import pytest
 from cake_core.ir.types import DType, SmemLayout
 from cake_core.sim.dtypes import decode, encode, round_to
 from cake_core.sim.layout import Buffer, SmemView, swizzle
-from cake_core.syntax.source import Position, Span
+from cake_core.source import Position, Span
 
 _SPAN = Span(Position(0, 0, 0, 0), Position(0, 0, 0, 0))
 

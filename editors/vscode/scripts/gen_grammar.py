@@ -3,7 +3,7 @@
 The grammar (`syntaxes/cake.tmLanguage.json`) is written by hand except for the
 repository entries named in `GENERATED`: the primitives, methods, builder forms, layouts,
 dtypes, index spaces and constants.  Those come from the primitive registry and the table
-of built-in names (`cake_core/ir/scope.py`), so a primitive added to the compiler is
+of built-in names (`cake_core/elab/scope.py`), so a primitive added to the compiler is
 highlighted once this script runs:
 
     python editors/vscode/scripts/gen_grammar.py          # rewrite the generated entries
@@ -40,7 +40,7 @@ def generated_entries() -> dict[str, Any]:
     """The generated repository entries, computed from the compiler's tables."""
     if str(ROOT) not in sys.path:  # running from a checkout that is not installed
         sys.path.insert(0, str(ROOT))
-    from cake_core.ir.scope import (
+    from cake_core.elab.scope import (
         BUILDER_FUNCTIONS,
         FLOAT_CONSTANTS,
         FRAG_LAYOUT_NAMES,

@@ -26,7 +26,7 @@ from cake_core.ir.types import IntType
 from cake_core.plugins import Tactic, TacticResult
 from cake_core.primitives.registry import Provenance
 from cake_core.rewrite_cost import verified_rewrite
-from cake_core.syntax.source import SourceFile, Span
+from cake_core.source import SourceFile, Span
 
 
 @dataclass(frozen=True)

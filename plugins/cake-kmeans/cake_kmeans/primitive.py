@@ -15,7 +15,6 @@ convention `cake_core.<analysis>.facets.<family>` applies only to CAKE's own pri
 from __future__ import annotations
 
 from cake_core.diagnostics import codes
-from cake_core.ir.typecheck import CallContext
 from cake_core.ir.types import (
     DType,
     ErrorType,
@@ -28,6 +27,7 @@ from cake_core.ir.types import (
 from cake_core.primitives.facets import Facets, Lazy
 from cake_core.primitives.registry import EffectSpec, Primitive, Provenance, param
 from cake_core.primitives.traits import Trait
+from cake_core.primitives.typecheck import CallContext
 
 PLUGIN_NAME = "cake-kmeans"
 

@@ -234,7 +234,7 @@ def test_tactic_accepts_the_operator_spelling_and_a_zero_offset() -> None:
 # --- lowering -------------------------------------------------------------------------------
 def _lower(text: str, path: str = "kmeans_fused.cake"):
     from cake_core.lower import lower_source
-    from cake_core.syntax.source import SourceFile
+    from cake_core.source import SourceFile
 
     low = lower_source(SourceFile(text, path))
     assert low.ok, [d.message for d in low.diagnostics]

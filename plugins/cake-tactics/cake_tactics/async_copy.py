@@ -57,8 +57,8 @@ from cake_core.ir.values import ViewOrigin
 from cake_core.plugins import Tactic, TacticResult
 from cake_core.primitives.registry import Provenance
 from cake_core.rewrite_cost import verified_rewrite
+from cake_core.source import SourceFile
 from cake_core.syntax import ast
-from cake_core.syntax.source import SourceFile
 from cake_tactics.kernel_text import (
     Stmt,
     fresh_name,

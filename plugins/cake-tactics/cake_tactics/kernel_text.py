@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 from cake_core.ir.kernel import Kernel, Op
 from cake_core.ir.types import SmemType
+from cake_core.source import SourceFile
 from cake_core.syntax import ast
 from cake_core.syntax.parser import parse
-from cake_core.syntax.source import SourceFile
 
 #: Runtime indices whose value depends on where a warp sits in the block.
 WARP_INDICES = ("warp.id", "warp.rank", "warpgroup.id", "warpgroup.rank", "lane.id",

@@ -29,7 +29,7 @@ from cake_core.rewrite import (
     verified,
 )
 from cake_core.rewrite_cost import verified_rewrite
-from cake_core.syntax.source import SourceFile, Span
+from cake_core.source import SourceFile, Span
 from cake_tactics.structural import STRUCTURAL
 
 PROV = Provenance("hand-written", "2026-11-30", ("examples/gemm_sm90.cake",

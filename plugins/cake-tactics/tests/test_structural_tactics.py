@@ -196,7 +196,7 @@ def test_structural_tactics_report_predicted_time(tactic: Tactic, path: Path) ->
 ], ids=lambda x: getattr(x, "name", None) or x.stem)
 def test_structural_rewrites_lower_to_cuda(tactic: Tactic, path: Path) -> None:
     from cake_core.lower import lower_source
-    from cake_core.syntax.source import SourceFile
+    from cake_core.source import SourceFile
 
     _, new, _ = _rewrite(tactic, path)
     low = lower_source(SourceFile(new, path.name))

@@ -10,12 +10,12 @@ import difflib
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, TextEdit
+from cake_core.elab.scope import float_value, int_value, none_value, str_value
 from cake_core.ir.kernel import Value
-from cake_core.ir.scope import float_value, int_value, none_value, str_value
 from cake_core.ir.symbolic import Const
 from cake_core.ir.types import ErrorType, NoneType, TupleType, Type
 from cake_core.primitives.registry import ParamSpec, Primitive
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 
 _KIND_NAMES = {
     "TensorType": "a global Tensor", "TileType": "a global tile (Tensor.tile)",

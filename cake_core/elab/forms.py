@@ -11,10 +11,10 @@ import difflib
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, TextEdit
+from cake_core.elab.scope import int_value
+from cake_core.elab.state import KernelState, ProgramState
 from cake_core.ir import symbolic as S
 from cake_core.ir.kernel import Value
-from cake_core.ir.scope import int_value
-from cake_core.ir.state import KernelState, ProgramState
 from cake_core.ir.types import (
     ErrorType,
     FragmentType,

@@ -26,7 +26,7 @@ from cake_core.ir.types import (
     TileType,
     Type,
 )
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 
 if TYPE_CHECKING:
     from cake_core.primitives.registry import Primitive

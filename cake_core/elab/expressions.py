@@ -17,11 +17,9 @@ from typing import Any
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related, TextEdit
-from cake_core.ir import symbolic as S
-from cake_core.ir.calls import Argument, bind, check_arguments
-from cake_core.ir.forms import BuilderForms
-from cake_core.ir.kernel import Op, Value
-from cake_core.ir.scope import (
+from cake_core.elab.calls import Argument, bind, check_arguments
+from cake_core.elab.forms import BuilderForms
+from cake_core.elab.scope import (
     INDEX_SPACES,
     INT_TYPE,
     builtin,
@@ -30,8 +28,9 @@ from cake_core.ir.scope import (
     int_value,
     str_value,
 )
-from cake_core.ir.state import KernelState, ProgramState
-from cake_core.ir.typecheck import CallContext
+from cake_core.elab.state import KernelState, ProgramState
+from cake_core.ir import symbolic as S
+from cake_core.ir.kernel import Op, Value
 from cake_core.ir.types import (
     BarrierType,
     DType,
@@ -58,8 +57,9 @@ from cake_core.ir.values import (
 )
 from cake_core.primitives.math import OPERATORS
 from cake_core.primitives.registry import Primitive
+from cake_core.primitives.typecheck import CallContext
+from cake_core.source import Span
 from cake_core.syntax import ast
-from cake_core.syntax.source import Span
 
 _BOOL = ScalarType(DType.BOOL)
 _type_of = attrgetter("type")  # in C: no Python frame per element

@@ -13,10 +13,10 @@ from typing import Protocol
 from cake_core.diagnostics.model import Diagnostic
 from cake_core.hardware import ArchSpec
 from cake_core.ir.kernel import Kernel, Op, Role, Value
-from cake_core.ir.typecheck import KernelScope
 from cake_core.primitives.registry import Registry
+from cake_core.primitives.typecheck import KernelScope
+from cake_core.source import SourceFile
 from cake_core.syntax import ast
-from cake_core.syntax.source import SourceFile
 
 
 class ProgramState(Protocol):

@@ -7,9 +7,9 @@ import difflib
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Fix, TextEdit
+from cake_core.elab.state import KernelState
 from cake_core.hardware import suggest_arch
 from cake_core.ir.kernel import Value
-from cake_core.ir.state import KernelState
 from cake_core.ir.types import (
     DType,
     ErrorType,
@@ -19,8 +19,8 @@ from cake_core.ir.types import (
     TensorType,
 )
 from cake_core.ir.values import elements
+from cake_core.source import Span
 from cake_core.syntax import ast
-from cake_core.syntax.source import Span
 
 #: arch name, arch span, grid, warps, warps span, cluster
 Decorator = tuple[str, Span | None, tuple, int, Span | None, tuple[int, ...]]

@@ -24,7 +24,7 @@ from cake_core.ir.types import (
     StrType,
     Type,
 )
-from cake_core.syntax.source import Span
+from cake_core.source import Span
 
 #: Index spaces and the attributes they offer (all runtime ints).
 INDEX_SPACES: dict[str, tuple[str, ...]] = {

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related, TextEdit
+from cake_core.elab import expressions
+from cake_core.elab.scope import int_value
+from cake_core.elab.signature import parse_decorator, parse_param
 from cake_core.hardware import ArchSpec, get_arch
-from cake_core.ir import expressions
 from cake_core.ir.kernel import (
     ForOp,
     IfOp,
@@ -27,8 +29,6 @@ from cake_core.ir.kernel import (
     SmemAlloc,
     Value,
 )
-from cake_core.ir.scope import int_value
-from cake_core.ir.signature import parse_decorator, parse_param
 from cake_core.ir.symbolic import Const, Dim, Var
 from cake_core.ir.types import (
     BarrierType,
@@ -47,8 +47,8 @@ from cake_core.ir.types import (
 from cake_core.ir.values import ViewOrigin, range_bounds, role_spec
 from cake_core.primitives.registry import Registry, builtin_registry
 from cake_core.primitives.traits import Trait
+from cake_core.source import SourceFile, Span
 from cake_core.syntax import ast
-from cake_core.syntax.source import SourceFile, Span
 
 #: Alignment (bytes) of a shared-memory buffer by swizzle span: the swizzle atom.
 SWIZZLE_ALIGN = {0: 16, 32: 256, 64: 512, 128: 1024}
