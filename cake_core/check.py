@@ -14,6 +14,7 @@ from pathlib import Path
 from cake_core.check_cache import Build, KernelChecks, Ready
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, sort_diagnostics
+from cake_core.elab.builder import build_program
 from cake_core.ir.kernel import Program
 from cake_core.plugins.loader import PluginSet, run_rule
 from cake_core.primitives.registry import Registry
@@ -139,8 +140,6 @@ def _build(parsed: ParseResult, source: SourceFile, registry: Registry, arch: st
     if kernels is not None:
         return kernels.build(parsed.module, source, registry, arch,
                              clean=not parsed.tree.root_node.has_error, moved=parsed.moved)
-    from cake_core.elab.builder import build_program
-
     built = build_program(parsed.module, source, registry=registry, arch=arch)
     p = built.program
     skeleton = Program(p.path, p.constants, p.dims, [], p.constant_spans)
