@@ -2,7 +2,7 @@
 
 The registry is the single source of a primitive's signature, arch requirements, effects
 and documentation, so the reference page is generated rather than written: a primitive
-added or changed in `cake_core/primitives/` shows up here by running
+added or changed in `cake_core/ops/` shows up here by running
 
     python docs/gen_primitives.py            # rewrite docs/primitives.md
     python docs/gen_primitives.py --check    # exit 1 if the page is out of date
@@ -133,7 +133,7 @@ def render(registry: Registry | None = None) -> str:
         "run `python docs/gen_primitives.py`. -->",
         "",
         "Every built-in primitive of CAKE IR, generated from the registry "
-        "(`cake_core/primitives/`). The language itself is described in "
+        "(`cake_core/ops/`). The language itself is described in "
         "[language.md](language.md). For each primitive: its signature, the hardware features "
         "it needs (and the archs that have them), its effects as the verifier sees them, its "
         "parameters and its documentation.",

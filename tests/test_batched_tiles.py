@@ -13,7 +13,7 @@ from cake_core.check import check_text
 from cake_core.ir.kernel import Op
 from cake_core.ir.symbolic import Const
 from cake_core.ir.types import FragLayout
-from cake_core.primitives.copy import copy_shapes_match, squeeze_leading
+from cake_core.ops.copy import copy_shapes_match, squeeze_leading
 
 HEAD = '''BM, D = 64, 64
 B, N = dim("B"), dim("N")

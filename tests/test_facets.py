@@ -117,10 +117,10 @@ def _one(op: Any) -> None:
     (_ctx_op, "takes (ctx, op); a facet takes (op, ctx)"),
     (_one, "takes (op); a facet takes (op, ctx)"),
     (Unsupported("  "), "Unsupported() without a reason"),
-    (Lazy("cake_core.sim.facets.mma:no_such_facet"), "has no 'no_such_facet'"),
+    (Lazy("cake_core.ops.mma.sim:no_such_facet"), "has no 'no_such_facet'"),
     (Lazy("cake_core.no_such_module:x"), "cannot import"),
     (Lazy("no_colon"), "is not 'module:attr'"),
-    (Lazy("cake_core.sim.facets.mma:__doc__"), "not callable"),
+    (Lazy("cake_core.ops.mma.sim:__doc__"), "not callable"),
 ])
 def test_check_facet_names_each_defect(ref: Any, problem: str | None) -> None:
     got = check_facet(ref)
@@ -131,7 +131,7 @@ def test_check_facet_names_each_defect(ref: Any, problem: str | None) -> None:
 
 
 def test_a_broken_reference_raises_instead_of_reading_as_absent() -> None:
-    broken = Facets(cost=Unsupported("x"), simulate=Lazy("cake_core.sim.facets.mma:nope"),
+    broken = Facets(cost=Unsupported("x"), simulate=Lazy("cake_core.ops.mma.sim:nope"),
                     lower=Unsupported("x"))
     prim = Primitive("broken", "math", (), lambda ctx: NoneType(), "A broken primitive.",
                      facets=broken, plugin="test")

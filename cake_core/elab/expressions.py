@@ -55,11 +55,14 @@ from cake_core.ir.values import (
     error_value,
     sym_of,
 )
-from cake_core.primitives.math import OPERATORS
 from cake_core.primitives.registry import Primitive
 from cake_core.primitives.typecheck import CallContext
 from cake_core.source import Span
 from cake_core.syntax import ast
+
+#: Operator spelling -> primitive, used by the builder for `a + b` and friends.
+OPERATORS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "<": "lt", "<=": "le",
+             ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
 
 _BOOL = ScalarType(DType.BOOL)
 _type_of = attrgetter("type")  # in C: no Python frame per element

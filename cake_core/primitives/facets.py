@@ -34,7 +34,7 @@ class FacetError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Lazy:
-    """A facet imported on first use: `Lazy("cake_core.sim.facets.mma:wgmma")`."""
+    """A facet imported on first use: `Lazy("cake_core.ops.mma.sim:wgmma")`."""
 
     target: str
     _resolved: list[Facet] = field(default_factory=list, compare=False, repr=False)

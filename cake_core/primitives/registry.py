@@ -258,7 +258,9 @@ class Registry:
 
 _BUILTIN: Registry | None = None
 
-#: The modules that hold the built-in primitive families, each exposing PRIMITIVES.
+#: The packages that hold the built-in primitive families (`cake_core/ops/<family>/`), each
+#: exposing PRIMITIVES.  They sit above the analyses whose contexts their facets use, so the
+#: registry loads them by name, as it would a plugin's.
 BUILTIN_FAMILIES = ("memory", "copy", "mma", "sync", "math")
 
 
@@ -270,7 +272,7 @@ def builtin_registry() -> Registry:
 
         prims: list[Primitive] = []
         for fam in BUILTIN_FAMILIES:
-            mod = importlib.import_module(f"cake_core.primitives.{fam}")
+            mod = importlib.import_module(f"cake_core.ops.{fam}")
             prims.extend(mod.PRIMITIVES)
         _BUILTIN = Registry(prims)
     return _BUILTIN

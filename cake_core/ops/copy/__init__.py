@@ -27,9 +27,9 @@ from cake_core.primitives.typecheck import CallContext, same_shape
 from cake_core.source import Span
 
 #: Where this family's facets live; each primitive names its own attribute.
-_FACETS = FacetModules(cost="cake_core.cost.facets.copy",
-                       simulate="cake_core.sim.facets.copy",
-                       lower="cake_core.lower.facets.copy")
+_FACETS = FacetModules(cost="cake_core.ops.copy.cost",
+                       simulate="cake_core.ops.copy.sim",
+                       lower="cake_core.ops.copy.lower")
 
 
 def squeeze_leading(shape: Shape) -> Shape:

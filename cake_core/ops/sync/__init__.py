@@ -19,9 +19,9 @@ from cake_core.primitives.traits import Trait
 from cake_core.primitives.typecheck import CallContext
 
 #: Where this family's facets live; each primitive names its own attribute.
-_FACETS = FacetModules(cost="cake_core.cost.facets.sync",
-                       simulate="cake_core.sim.facets.sync",
-                       lower="cake_core.lower.facets.sync")
+_FACETS = FacetModules(cost="cake_core.ops.sync.cost",
+                       simulate="cake_core.ops.sync.sim",
+                       lower="cake_core.ops.sync.lower")
 
 
 

@@ -23,9 +23,9 @@ from cake_core.primitives.typecheck import CallContext
 from cake_core.source import Span
 
 #: Where this family's facets live; each primitive names its own attribute.
-_FACETS = FacetModules(cost="cake_core.cost.facets.mma",
-                       simulate="cake_core.sim.facets.mma",
-                       lower="cake_core.lower.facets.mma")
+_FACETS = FacetModules(cost="cake_core.ops.mma.cost",
+                       simulate="cake_core.ops.mma.sim",
+                       lower="cake_core.ops.mma.lower")
 
 _INPUT_DTYPES = {
     "mma_sync": (DType.F16, DType.BF16),

@@ -23,9 +23,9 @@ from cake_core.primitives.traits import Trait
 from cake_core.primitives.typecheck import CallContext
 
 #: Where this family's facets live; each primitive names its own attribute.
-_FACETS = FacetModules(cost="cake_core.cost.facets.math",
-                       simulate="cake_core.sim.facets.math",
-                       lower="cake_core.lower.facets.math")
+_FACETS = FacetModules(cost="cake_core.ops.math.cost",
+                       simulate="cake_core.ops.math.sim",
+                       lower="cake_core.ops.math.lower")
 
 
 _OPERAND = (FragmentType, ScalarType, IntType)
@@ -186,9 +186,6 @@ Ties resolve to the smallest column index, as numpy's {np} does.
 best, idx = row_{short}(dist)
 ```"""
 
-#: Operator spelling -> primitive, used by the IR builder for `a + b` and friends.
-OPERATORS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "<": "lt", "<=": "le",
-             ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
 
 PRIMITIVES = (
     _binary("add", "Element-wise `a + b` (numpy broadcasting; scalars broadcast)."),

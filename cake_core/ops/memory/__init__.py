@@ -33,9 +33,9 @@ from cake_core.primitives.traits import Trait
 from cake_core.primitives.typecheck import CallContext
 
 #: Where this family's facets live; each primitive names its own attribute.
-_FACETS = FacetModules(cost="cake_core.cost.facets.memory",
-                       simulate="cake_core.sim.facets.memory",
-                       lower="cake_core.lower.facets.memory")
+_FACETS = FacetModules(cost="cake_core.ops.memory.cost",
+                       simulate="cake_core.ops.memory.sim",
+                       lower="cake_core.ops.memory.lower")
 
 
 SHAPE_KINDS = (TupleType, IntType)
