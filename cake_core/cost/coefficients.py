@@ -13,13 +13,14 @@ Calibration files and plugin calibrations name coefficients as flat strings
 
 from __future__ import annotations
 
-import ast
-import inspect
-import textwrap
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, is_dataclass
-from itertools import pairwise
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
+
+
+def _doc(text: str) -> dict[str, str]:
+    """A field's meaning and unit, kept with the field so that `cake calibrate` can show it."""
+    return {"doc": text}
 
 
 class CoefficientError(ValueError):
@@ -30,12 +31,12 @@ class CoefficientError(ValueError):
 class TensorEfficiency:
     """Achievable fraction of the tensor-core peak per instruction family."""
 
-    wgmma: float
-    """Scales the tensor-core rate of wgmma (sm_90a); a fraction of the peak."""
-    mma_sync: float
-    """Scales the tensor-core rate of mma.sync; a fraction of the peak."""
-    tcgen05: float
-    """Scales the tensor-core rate of tcgen05 (sm_100a); a fraction of the peak."""
+    wgmma: float = field(metadata=_doc(
+        "Scales the tensor-core rate of wgmma (sm_90a); a fraction of the peak."))
+    mma_sync: float = field(metadata=_doc(
+        "Scales the tensor-core rate of mma.sync; a fraction of the peak."))
+    tcgen05: float = field(metadata=_doc(
+        "Scales the tensor-core rate of tcgen05 (sm_100a); a fraction of the peak."))
 
     def of(self, family: str) -> float:
         """The efficiency of `family`; a family this record lacks is a CoefficientError."""
@@ -46,20 +47,16 @@ class TensorEfficiency:
 class SyncLatency:
     """Cost of one synchronization event per kind, before `sync_scale`."""
 
-    mbarrier_wait: float
-    """An mbarrier / pipeline wait whose phase is complete; ns."""
-    mbarrier_arrive: float
-    """An mbarrier arrive (commit, release, expect_tx); ns."""
-    block_barrier: float
-    """A block-wide barrier (syncthreads); ns."""
-    named_barrier: float
-    """A named barrier (bar.sync id, n); ns."""
-    wgmma_wait0: float
-    """wgmma_wait(0), draining the tensor pipe; ns."""
-    async_wait: float
-    """A group wait (cp_async_wait, tma_store_wait, wgmma_wait(n>0)); ns."""
-    fence: float
-    """A proxy or barrier-init fence; ns."""
+    mbarrier_wait: float = field(metadata=_doc(
+        "An mbarrier / pipeline wait whose phase is complete; ns."))
+    mbarrier_arrive: float = field(metadata=_doc(
+        "An mbarrier arrive (commit, release, expect_tx); ns."))
+    block_barrier: float = field(metadata=_doc("A block-wide barrier (syncthreads); ns."))
+    named_barrier: float = field(metadata=_doc("A named barrier (bar.sync id, n); ns."))
+    wgmma_wait0: float = field(metadata=_doc("wgmma_wait(0), draining the tensor pipe; ns."))
+    async_wait: float = field(metadata=_doc(
+        "A group wait (cp_async_wait, tma_store_wait, wgmma_wait(n>0)); ns."))
+    fence: float = field(metadata=_doc("A proxy or barrier-init fence; ns."))
 
     def of(self, kind: str) -> float:
         """The latency of `kind`; a kind this record lacks is a CoefficientError."""
@@ -70,32 +67,28 @@ class SyncLatency:
 class Coefficients:
     """Every coefficient the time model reads, for one GPU."""
 
-    hbm_efficiency: float
-    """Scales the HBM bandwidth into the DRAM rate; achievable fraction of the HBM bandwidth."""
-    l2_bytes_per_clk_sm: float
-    """L2 -> SM bandwidth per SM, times the clock gives the L2 rate; bytes per clock."""
-    smem_bytes_per_clk_sm: float
-    """Shared-memory bandwidth per SM, times the clock gives the smem rate; bytes per clock."""
-    tensor_efficiency: TensorEfficiency
-    """Scales the tensor-core peak, per instruction family; fractions of the peak."""
-    tensor_n_half: float
-    """Instruction N at which wgmma issue overhead halves its efficiency; columns."""
-    cuda_efficiency: float
-    """Scales the FP32 CUDA-core rate; achievable fraction of the peak."""
-    dram_latency_ns: float
-    """Round trip of a global load served by DRAM; ns."""
-    l2_latency_ns: float
-    """Round trip of a global load served by L2; ns."""
-    sync_scale: float
-    """Multiplies every synchronization latency in `sync_ns`; dimensionless."""
-    sync_ns: SyncLatency
-    """Cost of one synchronization event, per kind; ns."""
-    issue_ns: float
-    """Issue cost of one bookkeeping instruction; ns."""
-    launch_us: float
-    """Launch overhead of one kernel; us."""
-    l2_resident_fraction: float
-    """Fraction of L2 a re-read tensor may occupy and stay resident; a fraction of L2 bytes."""
+    hbm_efficiency: float = field(metadata=_doc(
+        "Scales the HBM bandwidth into the DRAM rate; achievable fraction of the HBM "
+        "bandwidth."))
+    l2_bytes_per_clk_sm: float = field(metadata=_doc(
+        "L2 -> SM bandwidth per SM, times the clock gives the L2 rate; bytes per clock."))
+    smem_bytes_per_clk_sm: float = field(metadata=_doc(
+        "Shared-memory bandwidth per SM, times the clock gives the smem rate; bytes per clock."))
+    tensor_efficiency: TensorEfficiency = field(metadata=_doc(
+        "Scales the tensor-core peak, per instruction family; fractions of the peak."))
+    tensor_n_half: float = field(metadata=_doc(
+        "Instruction N at which wgmma issue overhead halves its efficiency; columns."))
+    cuda_efficiency: float = field(metadata=_doc(
+        "Scales the FP32 CUDA-core rate; achievable fraction of the peak."))
+    dram_latency_ns: float = field(metadata=_doc("Round trip of a global load served by DRAM; ns."))
+    l2_latency_ns: float = field(metadata=_doc("Round trip of a global load served by L2; ns."))
+    sync_scale: float = field(metadata=_doc(
+        "Multiplies every synchronization latency in `sync_ns`; dimensionless."))
+    sync_ns: SyncLatency = field(metadata=_doc("Cost of one synchronization event, per kind; ns."))
+    issue_ns: float = field(metadata=_doc("Issue cost of one bookkeeping instruction; ns."))
+    launch_us: float = field(metadata=_doc("Launch overhead of one kernel; us."))
+    l2_resident_fraction: float = field(metadata=_doc(
+        "Fraction of L2 a re-read tensor may occupy and stay resident; a fraction of L2 bytes."))
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, float]) -> Coefficients:
@@ -159,20 +152,6 @@ def _flatten(record: Any, prefix: str) -> dict[str, float]:
     return out
 
 
-def _field_docs(cls: type) -> dict[str, str]:
-    """Each field's docstring, read from the class source: the docstrings
-    are the one place a coefficient is described, and `cake calibrate` shows them."""
-    (body,) = ast.parse(textwrap.dedent(inspect.getsource(cls))).body
-    stmts = body.body if isinstance(body, ast.ClassDef) else []
-    docs: dict[str, str] = {}
-    for stmt, nxt in pairwise(stmts):
-        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
-                and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
-                and isinstance(nxt.value.value, str)):
-            docs[stmt.target.id] = " ".join(nxt.value.value.split())
-    return docs
-
-
 #: The instruction families and synchronization kinds the model has coefficients for.
 TENSOR_FAMILIES = tuple(f.name for f in fields(TensorEfficiency))
 SYNC_KINDS = tuple(f.name for f in fields(SyncLatency))
@@ -182,12 +161,12 @@ _NESTED: dict[str, type] = {"tensor_efficiency": TensorEfficiency, "sync_ns": Sy
 
 def _all_docs() -> dict[str, str]:
     out: dict[str, str] = {}
-    for name, doc in _field_docs(Coefficients).items():
-        sub = _NESTED.get(name)
+    for f in fields(Coefficients):
+        sub = _NESTED.get(f.name)
         if sub is None:
-            out[name] = doc
+            out[f.name] = f.metadata["doc"]
         else:
-            out.update({f"{name}.{k}": d for k, d in _field_docs(sub).items()})
+            out.update({f"{f.name}.{g.name}": g.metadata["doc"] for g in fields(sub)})
     return out
 
 
