@@ -325,7 +325,7 @@ def build_spec(kind: str, evidence: Evidence, pkg: PluginPackage, name: str | No
         program = _program(first.text)
         arch = program.kernels[0].arch if program is not None and program.kernels else ""
         spec.arch = arch if get_arch(arch) else "sm_90a"
-        spec.coefficients = dict(default_coefficients(default_gpu(spec.arch)))
+        spec.coefficients = default_coefficients(default_gpu(spec.arch)).as_mapping()
         default = f"{spec.arch}-{c.code.lower()}"
     spec.name = pkg.unique_name(_kebab(name or default))
     spec.module = f"{kind}_{spec.name.replace('-', '_')}"

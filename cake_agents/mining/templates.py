@@ -361,7 +361,7 @@ def test_{fn}_names_only_known_coefficients() -> None:
     from cake_core.hardware import default_gpu
     from {pkg}.promoted.{i.module} import CALIBRATION
 
-    known = set(default_coefficients(default_gpu(CALIBRATION.arch)))
+    known = set(default_coefficients(default_gpu(CALIBRATION.arch)).as_mapping())
     assert CALIBRATION.coefficients and set(CALIBRATION.coefficients) <= known
 '''
 

@@ -16,35 +16,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cake_core.cost.coefficients import (
+    COEFFICIENT_DOCS,
+    Coefficients,
+    SyncLatency,
+    TensorEfficiency,
+    check_names,
+)
 from cake_core.hardware import GpuSpec, get_arch
+
+__all__ = ["COEFFICIENT_DOCS", "DEFAULT_FIT", "SCHEMA", "UNCALIBRATED", "Calibration",
+           "CalibrationProvenance", "Coefficients", "default_coefficients", "from_plugin_item",
+           "load_calibrations", "pick_calibration", "save_calibrations", "to_plugin_item"]
 
 UNCALIBRATED = "uncalibrated defaults"
 SCHEMA = "cake.calibration/1"
-
-#: What each coefficient means (shown by docs and by `cake calibrate`).
-COEFFICIENT_DOCS: dict[str, str] = {
-    "hbm_efficiency": "achievable fraction of the HBM bandwidth",
-    "l2_bytes_per_clk_sm": "L2 -> SM bandwidth per SM, bytes per clock",
-    "smem_bytes_per_clk_sm": "shared-memory bandwidth per SM, bytes per clock",
-    "tensor_efficiency.wgmma": "achievable fraction of the tensor peak with wgmma",
-    "tensor_efficiency.mma_sync": "achievable fraction of the tensor peak with mma.sync",
-    "tensor_efficiency.tcgen05": "achievable fraction of the tensor peak with tcgen05",
-    "tensor_n_half": "instruction N at which wgmma issue overhead halves efficiency",
-    "cuda_efficiency": "achievable fraction of the FP32 CUDA-core rate",
-    "dram_latency_ns": "round trip of a global load served by DRAM, ns",
-    "l2_latency_ns": "round trip of a global load served by L2, ns",
-    "sync_scale": "multiplier on every synchronization latency below",
-    "sync_ns.mbarrier_wait": "an mbarrier / pipeline wait whose phase is complete, ns",
-    "sync_ns.mbarrier_arrive": "an mbarrier arrive (commit, release, expect_tx), ns",
-    "sync_ns.block_barrier": "a block-wide barrier (syncthreads), ns",
-    "sync_ns.named_barrier": "a named barrier (bar.sync id, n), ns",
-    "sync_ns.wgmma_wait0": "wgmma_wait(0): draining the tensor pipe, ns",
-    "sync_ns.async_wait": "a group wait (cp_async_wait, tma_store_wait, wgmma_wait(n>0)), ns",
-    "sync_ns.fence": "a proxy or barrier-init fence, ns",
-    "issue_ns": "issue cost of one bookkeeping instruction, ns",
-    "launch_us": "launch overhead of one kernel, us",
-    "l2_resident_fraction": "fraction of L2 a re-read tensor may occupy and stay resident",
-}
 
 #: Coefficients `cake calibrate` fits unless told otherwise (the ones the runs constrain).
 DEFAULT_FIT = ("hbm_efficiency", "tensor_efficiency.wgmma", "tensor_efficiency.mma_sync",
@@ -63,7 +49,7 @@ _L2_BYTES_PER_CLK_SM = 48.0
 _DEFAULT_HBM = 0.90
 
 
-def default_coefficients(gpu: GpuSpec) -> dict[str, float]:
+def default_coefficients(gpu: GpuSpec) -> Coefficients:
     """The uncalibrated coefficients for a GPU (its arch decides the tensor families)."""
     arch = get_arch(gpu.arch)
     name = arch.name if arch else gpu.arch
@@ -72,30 +58,22 @@ def default_coefficients(gpu: GpuSpec) -> dict[str, float]:
     tensor = {"wgmma": _LEGACY_MMA_SYNC, "mma_sync": _LEGACY_MMA_SYNC,
               "tcgen05": _LEGACY_MMA_SYNC}
     tensor[native] = bf16
-    if native == "mma_sync":
-        tensor["mma_sync"] = bf16
-    coeffs = {
-        "hbm_efficiency": gpu.achievable.get("hbm", _DEFAULT_HBM),
-        "l2_bytes_per_clk_sm": _L2_BYTES_PER_CLK_SM,
-        "smem_bytes_per_clk_sm": 128.0,
-        **{f"tensor_efficiency.{k}": v for k, v in tensor.items()},
-        "tensor_n_half": 8.0,
-        "cuda_efficiency": 0.7,
-        "dram_latency_ns": 600.0,
-        "l2_latency_ns": 200.0,
-        "sync_scale": 1.0,
-        "sync_ns.mbarrier_wait": 10.0,
-        "sync_ns.mbarrier_arrive": 5.0,
-        "sync_ns.block_barrier": 25.0,
-        "sync_ns.named_barrier": 20.0,
-        "sync_ns.wgmma_wait0": 30.0,
-        "sync_ns.async_wait": 5.0,
-        "sync_ns.fence": 10.0,
-        "issue_ns": 0.5,
-        "launch_us": 3.0,
-        "l2_resident_fraction": 0.5,
-    }
-    return coeffs
+    return Coefficients(
+        hbm_efficiency=gpu.achievable.get("hbm", _DEFAULT_HBM),
+        l2_bytes_per_clk_sm=_L2_BYTES_PER_CLK_SM,
+        smem_bytes_per_clk_sm=128.0,
+        tensor_efficiency=TensorEfficiency(**tensor),
+        tensor_n_half=8.0,
+        cuda_efficiency=0.7,
+        dram_latency_ns=600.0,
+        l2_latency_ns=200.0,
+        sync_scale=1.0,
+        sync_ns=SyncLatency(mbarrier_wait=10.0, mbarrier_arrive=5.0, block_barrier=25.0,
+                            named_barrier=20.0, wgmma_wait0=30.0, async_wait=5.0, fence=10.0),
+        issue_ns=0.5,
+        launch_us=3.0,
+        l2_resident_fraction=0.5,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +88,9 @@ class CalibrationProvenance:
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
-    """Fitted coefficients for one architecture; unnamed ones keep their defaults."""
+    """Fitted coefficients for one architecture, by flat name (`"hbm_efficiency"`,
+    `"tensor_efficiency.wgmma"`): a calibration names only what it fitted, and `apply`
+    lays those over the defaults.  An unknown name is refused at construction."""
 
     name: str
     arch: str
@@ -118,8 +98,12 @@ class Calibration:
     provenance: CalibrationProvenance = field(default_factory=CalibrationProvenance)
     gpu: str | None = None
 
-    def apply(self, defaults: dict[str, float]) -> dict[str, float]:
-        return {**defaults, **{k: v for k, v in self.coefficients.items() if k in defaults}}
+    def __post_init__(self) -> None:
+        check_names(self.coefficients)
+
+    def apply(self, defaults: Coefficients) -> Coefficients:
+        """`defaults` with the coefficients this calibration names replaced."""
+        return defaults.overridden(self.coefficients)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -147,9 +131,7 @@ class Calibration:
         if not isinstance(coeffs, dict) or not all(
                 isinstance(v, int | float) for v in coeffs.values()):
             raise ValueError("calibration coefficients must map names to numbers")
-        unknown = sorted(set(coeffs) - set(COEFFICIENT_DOCS))
-        if unknown:
-            raise ValueError(f"unknown coefficient(s) in calibration: {', '.join(unknown)}")
+        check_names(coeffs)
         prov = data.get("provenance") or {}
         return cls(
             name=str(data.get("name") or "calibration"),

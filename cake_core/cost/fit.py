@@ -28,6 +28,7 @@ from cake_core.cost.calibration import (
     CalibrationProvenance,
     default_coefficients,
 )
+from cake_core.cost.coefficients import Coefficients
 from cake_core.cost.model import CostError, KernelProfile, estimate, profile
 from cake_core.hardware import GpuSpec, default_gpu, get_arch, get_gpu
 
@@ -157,8 +158,11 @@ def load_runs(path: str | Path) -> list[Run]:
 @dataclass(slots=True)
 class FitResult:
     arch: str
-    coefficients: dict[str, float]
-    """The fitted values (only the parameters that were fitted)."""
+    coefficients: Coefficients
+    """The prior with the fitted values in place: what the model prices with after the fit."""
+    fitted: dict[str, float]
+    """The fitted values by name, only the parameters that were fitted (what a calibration
+    records)."""
     unconstrained: list[str]
     predicted_before: list[float]
     predicted_after: list[float]
@@ -191,11 +195,12 @@ def _is_fraction(name: str) -> bool:
 
 
 def _predict_all(runs: Sequence[Run], coeffs: Mapping[str, float]) -> list[float]:
-    return [estimate(r.profile, coeffs).seconds for r in runs]
+    c = Coefficients.from_mapping(coeffs)
+    return [estimate(r.profile, c).seconds for r in runs]
 
 
 def fit_runs(runs: Sequence[Run], params: Sequence[str] = DEFAULT_FIT,
-             prior: Mapping[str, float] | None = None, *, max_iter: int = 60,
+             prior: Coefficients | None = None, *, max_iter: int = 60,
              prior_weight: float = 0.02, bound: float = 20.0) -> FitResult:
     """Least squares on log time over `runs` (one architecture) for `params`.
 
@@ -203,14 +208,15 @@ def fit_runs(runs: Sequence[Run], params: Sequence[str] = DEFAULT_FIT,
     value of everything not fitted.  Each fitted coefficient stays within a factor `bound`
     of its prior and is pulled towards it with `prior_weight` per unit of log change: a
     coefficient the runs barely constrain stays near its prior instead of running off to
-    whatever absorbs the last bit of residual.
+    whatever absorbs the last bit of residual.  The search runs on flat name -> value
+    vectors; the result carries the whole set as `Coefficients`.
     """
     if not runs:
         raise ValueError("no runs to fit")
     arches = {r.arch for r in runs}
     if len(arches) != 1:
         raise ValueError(f"runs span several architectures: {sorted(arches)}")
-    base = dict(prior or default_coefficients(runs[0].gpu))
+    base = (prior or default_coefficients(runs[0].gpu)).as_mapping()
     unknown = [p for p in params if p not in base]
     if unknown:
         raise ValueError(f"unknown coefficient(s): {', '.join(unknown)}")
@@ -274,8 +280,9 @@ def fit_runs(runs: Sequence[Run], params: Sequence[str] = DEFAULT_FIT,
         if not improved or done:
             break
     fitted = {n: float(np.exp(v)) for n, v in zip(active, x, strict=True)}
-    after = _predict_all(runs, {**base, **fitted})
-    return FitResult(runs[0].arch, fitted, unconstrained, before, after, measured, it)
+    result = Coefficients.from_mapping({**base, **fitted})
+    after = [estimate(r.profile, result).seconds for r in runs]
+    return FitResult(runs[0].arch, result, fitted, unconstrained, before, after, measured, it)
 
 
 def calibrate(runs: Sequence[Run], *, name: str = "calibration",
@@ -296,7 +303,7 @@ def calibrate(runs: Sequence[Run], *, name: str = "calibration",
             runs=tuple({**r.describe(), "predicted_ms": p * 1e3}
                        for r, p in zip(group, res.predicted_after, strict=True)),
             fit_error={**res.errors(), "iterations": float(res.iterations)})
-        cal = Calibration(cal_name, arch, res.coefficients, prov,
+        cal = Calibration(cal_name, arch, res.fitted, prov,
                           gpus[0] if len(gpus) == 1 else None)
         out.append((cal, res))
     return out

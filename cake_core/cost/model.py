@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from cake_core.cost.calibration import Calibration
+from cake_core.cost.coefficients import Coefficients
 from cake_core.cost.prediction import CATEGORIES, LineShare, Prediction
 from cake_core.cost.timing import estimate
 from cake_core.cost.work import (
@@ -39,6 +40,6 @@ __all__ = [
 
 def predict(kernel: Kernel, dims: Mapping[str, int], gpu: GpuSpec | None = None, *,
             calibration: Calibration | None = None,
-            coefficients: Mapping[str, float] | None = None) -> Prediction:
+            coefficients: Coefficients | None = None) -> Prediction:
     """profile + estimate in one call."""
     return estimate(profile(kernel, dims, gpu), coefficients, calibration)

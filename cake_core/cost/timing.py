@@ -25,10 +25,10 @@ the last bit.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cake_core.cost.calibration import UNCALIBRATED, Calibration, default_coefficients
+from cake_core.cost.coefficients import Coefficients
 from cake_core.cost.prediction import CATEGORIES, Prediction, bottleneck_detail, line_shares
 from cake_core.cost.record import FREE, ONCE, PIPELINED, SERIAL, CostRecord
 from cake_core.cost.resources import ALL_WARPS
@@ -54,23 +54,23 @@ class _Rates:
     l_l2: float
 
 
-def _tensor_rate(p: KernelProfile, c: Mapping[str, float], dtype: str, family: str,
+def _tensor_rate(p: KernelProfile, c: Coefficients, dtype: str, family: str,
                  n: int) -> float:
     gpu = p.gpu
     peak = gpu.tensor_peak.get(dtype) or gpu.tensor_peak.get("bf16") or 1e12
-    eff = c.get(f"tensor_efficiency.{family}", 0.5)
+    eff = c.tensor_efficiency.of(family)
     ach = gpu.achievable
     if dtype in ach and "bf16" in ach and dtype not in ("bf16", "f16"):
         eff *= ach[dtype] / ach["bf16"]
     if family == "wgmma":
-        h = c["tensor_n_half"]
+        h = c.tensor_n_half
         eff *= (n / (n + h)) / (256 / (256 + h))
     return peak / gpu.sms * max(eff, 1e-6)
 
 
-def _sync_seconds(rec: CostRecord, c: Mapping[str, float]) -> float:
-    scale = c["sync_scale"]
-    return sum(cnt * c.get(f"sync_ns.{kind}", 10.0) for kind, cnt in rec.sync) * scale * 1e-9
+def _sync_seconds(rec: CostRecord, c: Coefficients) -> float:
+    scale = c.sync_scale
+    return sum(cnt * c.sync_ns.of(kind) for kind, cnt in rec.sync) * scale * 1e-9
 
 
 class _OpTimes:
@@ -78,7 +78,7 @@ class _OpTimes:
 
     __slots__ = ("cuda", "issue", "l2", "smem", "sync", "tc")
 
-    def __init__(self, p: KernelProfile, w: OpWork, c: Mapping[str, float], r: _Rates) -> None:
+    def __init__(self, p: KernelProfile, w: OpWork, c: Coefficients, r: _Rates) -> None:
         rec = w.record
         self.tc = 0.0
         if rec.tensor is not None:
@@ -89,17 +89,17 @@ class _OpTimes:
         self.smem = (rec.smem_read + rec.smem_write) * rec.smem_conflict / r.smem_sm
         self.l2 = (rec.global_read_bytes + rec.global_write_bytes) / r.l2_sm
         self.sync = _sync_seconds(rec, c)
-        self.issue = rec.issue * c["issue_ns"] * 1e-9
+        self.issue = rec.issue * c.issue_ns * 1e-9
 
 
-def _rates(gpu: GpuSpec, c: Mapping[str, float]) -> _Rates:
+def _rates(gpu: GpuSpec, c: Coefficients) -> _Rates:
     return _Rates(
         clock=gpu.clock_hz, sms=gpu.sms,
-        hbm=gpu.hbm_bandwidth * c["hbm_efficiency"],
-        l2_sm=c["l2_bytes_per_clk_sm"] * gpu.clock_hz,
-        smem_sm=c["smem_bytes_per_clk_sm"] * gpu.clock_hz,
-        cuda_sm=gpu.fp32_peak / 2 / gpu.sms * c["cuda_efficiency"],
-        l_dram=c["dram_latency_ns"] * 1e-9, l_l2=c["l2_latency_ns"] * 1e-9)
+        hbm=gpu.hbm_bandwidth * c.hbm_efficiency,
+        l2_sm=c.l2_bytes_per_clk_sm * gpu.clock_hz,
+        smem_sm=c.smem_bytes_per_clk_sm * gpu.clock_hz,
+        cuda_sm=gpu.fp32_peak / 2 / gpu.sms * c.cuda_efficiency,
+        l_dram=c.dram_latency_ns * 1e-9, l_l2=c.l2_latency_ns * 1e-9)
 
 
 class _Ledger:
@@ -135,7 +135,7 @@ class _Ledger:
 class _Pricing:
     """One profile under one set of coefficients: what every stage of a wave needs."""
 
-    def __init__(self, p: KernelProfile, c: Mapping[str, float]) -> None:
+    def __init__(self, p: KernelProfile, c: Coefficients) -> None:
         self.p, self.c = p, c
         self.r = r = _rates(p.gpu, c)
         self.times = [_OpTimes(p, w, c, r) for w in p.ops]
@@ -144,7 +144,7 @@ class _Pricing:
         self.dram_reads = _dram_reads(p, c)
         # a round trip is an L2 hit for tensors that stay resident, a DRAM access otherwise
         resident = {t for t, (touched, _) in p.tensors.items()
-                    if touched <= c["l2_resident_fraction"] * p.gpu.l2_bytes}
+                    if touched <= c.l2_resident_fraction * p.gpu.l2_bytes}
         self.op_latency = [max((r.l_l2 if a.tensor in resident else r.l_dram
                                 for a in w.record.reads), default=r.l_dram) for w in p.ops]
         self.steady = [i for i, w in enumerate(p.ops) if w.phase == STEADY]
@@ -344,29 +344,27 @@ class _Pricing:
                           lines=lines, warnings=list(p.warnings) + list(p.resources.warnings))
 
 
-def estimate(p: KernelProfile, coefficients: Mapping[str, float] | None = None,
+def estimate(p: KernelProfile, coefficients: Coefficients | None = None,
              calibration: Calibration | None = None) -> Prediction:
-    """Price a profile.  `coefficients` override the GPU's defaults; a `calibration`
-    (applied first) names itself in the prediction."""
-    c = default_coefficients(p.gpu)
+    """Price a profile with `coefficients` (default: the GPU's defaults) and, on top of
+    them, the ones a `calibration` names; the calibration names itself in the prediction."""
+    c = coefficients if coefficients is not None else default_coefficients(p.gpu)
     name = UNCALIBRATED
     if calibration is not None:
         c = calibration.apply(c)
         name = calibration.name
-    if coefficients:
-        c.update(coefficients)
     pricing = _Pricing(p, c)
     total = 0.0
     for ws, dram in zip(p.waves, pricing.dram_reads, strict=True):
         total += pricing.wave(ws, dram)
-    launch = c["launch_us"] * 1e-6
+    launch = c.launch_us * 1e-6
     pricing.book.categories["launch"] += launch
     pricing.book.terms["launch"] = launch
     total += launch
     return pricing.prediction(name, total, launch)
 
 
-def _dram_reads(p: KernelProfile, c: Mapping[str, float]) -> list[list[float]]:
+def _dram_reads(p: KernelProfile, c: Coefficients) -> list[list[float]]:
     """DRAM read bytes per op for each wave shape.
 
     A tensor whose touched bytes fit in the resident share of L2 is read from DRAM once
@@ -374,7 +372,7 @@ def _dram_reads(p: KernelProfile, c: Mapping[str, float]) -> list[list[float]]:
     wave model: every wave fetches the distinct tiles its blocks read, never less than its
     share of the compulsory bytes.
     """
-    resident = c["l2_resident_fraction"] * p.gpu.l2_bytes
+    resident = c.l2_resident_fraction * p.gpu.l2_bytes
     out = []
     for ws in p.waves:
         row = [0.0] * len(p.ops)

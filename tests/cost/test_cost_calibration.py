@@ -18,6 +18,7 @@ from cake_core.cost.calibration import (
     save_calibrations,
     to_plugin_item,
 )
+from cake_core.cost.coefficients import Coefficients
 from cake_core.cost.fit import Run, RunError, calibrate, fit_runs, load_runs, parse_dims
 from cake_core.cost.model import estimate, profile
 from cake_core.hardware import get_gpu
@@ -45,7 +46,8 @@ def _runs(truth: dict[str, float]) -> list[Run]:
     for what, dims in CASES:
         k = example(what) if isinstance(what, str) else variant(*what)
         p = profile(k, dims, H200)
-        runs.append(Run(k.name, k.name, dims, H200, estimate(p, truth).seconds, p))
+        seconds = estimate(p, default_coefficients(H200).overridden(truth)).seconds
+        runs.append(Run(k.name, k.name, dims, H200, seconds, p))
     return runs
 
 
@@ -53,7 +55,12 @@ def test_fit_recovers_known_coefficients_within_ten_percent() -> None:
     res = fit_runs(_runs(TRUTH), list(TRUTH))
     assert not res.unconstrained
     for name, true in TRUTH.items():
-        assert res.coefficients[name] == pytest.approx(true, rel=0.10), name
+        assert res.fitted[name] == pytest.approx(true, rel=0.10), name
+    # the whole set comes back typed: the fitted values in place, the rest at their prior
+    assert isinstance(res.coefficients, Coefficients)
+    assert res.coefficients.hbm_efficiency == res.fitted["hbm_efficiency"]
+    assert res.coefficients.tensor_efficiency.wgmma == res.fitted["tensor_efficiency.wgmma"]
+    assert res.coefficients.l2_latency_ns == default_coefficients(H200).l2_latency_ns
     err = res.errors()
     assert err["rms_log_error"] < 0.01 < err["rms_log_error_before"]
 
@@ -61,7 +68,9 @@ def test_fit_recovers_known_coefficients_within_ten_percent() -> None:
 def test_unconstrained_coefficients_stay_at_their_prior() -> None:
     res = fit_runs(_runs(TRUTH), [*TRUTH, "tensor_efficiency.mma_sync"])
     assert res.unconstrained == ["tensor_efficiency.mma_sync"]
-    assert "tensor_efficiency.mma_sync" not in res.coefficients
+    assert "tensor_efficiency.mma_sync" not in res.fitted
+    assert res.coefficients.tensor_efficiency.mma_sync == \
+        default_coefficients(H200).tensor_efficiency.mma_sync
 
 
 def test_calibrate_records_provenance() -> None:
@@ -91,8 +100,8 @@ def test_calibration_json_round_trip(tmp_path: Path) -> None:
     assert pick_calibration(both, "90a") == cal
     assert pick_calibration(both, "sm_100a") is None
     merged = cal.apply(default_coefficients(H200))
-    assert merged["hbm_efficiency"] == 0.8
-    assert merged["launch_us"] == default_coefficients(H200)["launch_us"]
+    assert merged.hbm_efficiency == 0.8
+    assert merged.launch_us == default_coefficients(H200).launch_us
 
 
 def test_calibration_converts_to_and_from_a_plugin_item() -> None:

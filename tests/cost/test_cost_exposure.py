@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -74,12 +75,12 @@ def test_a_serialized_raw_mbarrier_loop_waits_one_round_trip_every_iteration() -
     p = profile(data("gemm_mbarrier_sm90.cake"), CUBE, H200)
     assert {x[:2] for x in _loads(p)} == {(SERIAL, 0)}
     e = estimate(p)
-    latency = default_coefficients(H200)["dram_latency_ns"] * 1e-9
+    latency = default_coefficients(H200).dram_latency_ns * 1e-9
     ktiles = CUBE["K"] // 64
     # both copies complete on one barrier: one round trip per iteration, not one per copy
     assert e.terms["waited"] == pytest.approx(_waves(p) * ktiles * latency, rel=1e-9)
     # and nothing overlaps it: a slower memory costs exactly that much more
-    slow = estimate(p, {"dram_latency_ns": 2 * latency * 1e9})
+    slow = estimate(p, replace(default_coefficients(H200), dram_latency_ns=2 * latency * 1e9))
     assert slow.seconds - e.seconds == pytest.approx(e.terms["waited"], rel=1e-6)
     assert e.categories["latency"] > 0.3 * e.seconds
 
@@ -174,7 +175,7 @@ def test_an_op_in_a_doubly_nested_loop_is_priced_trips_times_trips(inner: int) -
         loads = [w for w in p.ops if w.op.prim.name == "tma_load"]
         assert [w.execs for w in loads] == [outer * inner] * 2
         e = estimate(p)
-        latency = default_coefficients(H200)["dram_latency_ns"] * 1e-9
+        latency = default_coefficients(H200).dram_latency_ns * 1e-9
         assert e.terms["waited"] == pytest.approx(_waves(p) * outer * inner * latency)
         # the same iterations in one flat loop cost the same
         flat = predict(data("gemm_mbarrier_sm90.cake"), dims, H200)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from cost_support import example, examples_present, variant
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cake_core.cost.calibration import UNCALIBRATED, Calibration
+from cake_core.cost.calibration import UNCALIBRATED, Calibration, default_coefficients
 from cake_core.cost.model import CATEGORIES, CostError, estimate, predict, profile
 from cake_core.hardware import GpuSpec, get_gpu
 
@@ -45,7 +46,8 @@ def test_more_bytes_never_predict_less_time_when_memory_bound(n: int, k: int,
 
 def test_lower_bandwidth_never_predicts_less_time() -> None:
     p = profile(example("tinygemm_sm90.cake"), {"M": 16, "N": 8192, "K": 8192}, H200)
-    times = [estimate(p, {"hbm_efficiency": e}).seconds for e in (0.9, 0.7, 0.5, 0.3)]
+    base = default_coefficients(H200)
+    times = [estimate(p, replace(base, hbm_efficiency=e)).seconds for e in (0.9, 0.7, 0.5, 0.3)]
     assert times == sorted(times)
     assert times[-1] > times[0]
 
