@@ -98,6 +98,15 @@ def _unary_rule(ctx: CallContext) -> Type:
     return _elementwise(ctx, ("x",))
 
 
+def _fma_rule(ctx: CallContext) -> Type:
+    out = _elementwise(ctx, ("a", "b", "c"))
+    if isinstance(out, FragmentType | ScalarType) and not out.dtype.is_float:
+        return ctx.error(codes.DTYPE_MISMATCH,
+                         f"`fma` is floating-point math, not {out.dtype.value}: use a * b + c",
+                         "a")
+    return out
+
+
 def _where_rule(ctx: CallContext) -> Type:
     c = ctx.type("cond")
     if isinstance(c, FragmentType) and c.dtype != DType.BOOL:
@@ -208,6 +217,14 @@ PRIMITIVES = (
     _unary("log2", "Element-wise base-2 logarithm."),
     _unary("sqrt", "Element-wise square root."),
     _unary("rsqrt", "Element-wise reciprocal square root."),
+    Primitive("fma", "math",
+              (param("a", *_OPERAND), param("b", *_OPERAND), param("c", *_OPERAND)), _fma_rule,
+              """Element-wise fused multiply-add `a * b + c`, rounded once.
+
+One FFMA per element in f32; 16-bit fragments compute in f32 and round the result, as the
+other math does.  `a * b + c` written out is two instructions and two roundings.""",
+              effects=EffectSpec(reads=("a", "b", "c")), facets=_FACETS.of("fma"),
+              traits=_ELEMENTWISE),
     Primitive("where", "math",
               (param("cond", FragmentType), param("a", *_OPERAND), param("b", *_OPERAND)),
               _where_rule, "Element-wise select: `a` where `cond` holds, else `b`.",

@@ -105,6 +105,12 @@ def _compare(operator: str) -> _Element:
     return element
 
 
+def _fused(ops: list[_Operand], result: DType) -> str:
+    """`fma`: one rounding in f32 (the type rule admits floats only)."""
+    a, b, c = (_as_f32(o) for o in ops)
+    return _rounded(f"__fmaf_rn({a}, {b}, {c})", result)
+
+
 def _select(ops: list[_Operand], result: DType) -> str:
     c, a, b = ops
     return f"{c.expr} ? {_as_type(a, result)} : {_as_type(b, result)}"
@@ -181,6 +187,7 @@ log = _elementwise(_unary("logf({x})"))
 log2 = _elementwise(_unary("log2f({x})"))
 sqrt = _elementwise(_unary("sqrtf({x})"))
 rsqrt = _elementwise(_unary("rsqrtf({x})"))
+fma = _elementwise(_fused)
 where = _elementwise(_select)
 cast = _elementwise(_convert)
 

@@ -76,6 +76,14 @@ sqrt = _unary(np.sqrt)
 rsqrt = _unary(lambda x: 1.0 / np.sqrt(x))
 
 
+def fma(op: Op, ctx: SimContext) -> Fragment | float | int | bool:
+    """`a * b` is exact in f64 (two 24-bit significands); the sum is rounded in f64 and then
+    to the result's dtype, which is a single rounding except in rare double-rounding ties."""
+    a, b, c = (np.asarray(ctx.operand(op, n), dtype=np.float64) for n in ("a", "b", "c"))
+    with np.errstate(all="ignore"):
+        return _result(op, a * b + c)
+
+
 def where(op: Op, ctx: SimContext) -> Fragment | float | int | bool:
     c = ctx.operand(op, "cond")
     return _result(op, np.where(np.asarray(c, dtype=bool), ctx.operand(op, "a"),
