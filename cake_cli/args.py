@@ -8,8 +8,12 @@ modules import this one at load time, and `cake --help` loads every command modu
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from cake_agents.store import RunsStore
 
 
 def display(path: Path) -> str:
@@ -47,3 +51,14 @@ def check_arch(arch: str | None) -> None:
         hint = suggest_arch(arch)
         raise click.UsageError(f"unknown arch {arch!r}"
                                + (f"; did you mean {hint!r}?" if hint else ""))
+
+
+def open_runs_store(runs_dir: str, option: str) -> RunsStore:
+    """The runs store under `runs_dir`; a usage error naming `option` when there is none."""
+    from cake_agents.store import STORE_NAME, RunsStore
+
+    path = Path(runs_dir) / STORE_NAME
+    if not path.is_file():
+        raise click.UsageError(f"no runs store at {path} (run `cake evolve TASK` first, or "
+                               f"give {option})")
+    return RunsStore(path)

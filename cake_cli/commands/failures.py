@@ -16,18 +16,11 @@ from typing import Any
 
 import click
 
+from cake_cli.args import open_runs_store
+
 # The libraries are imported inside the functions: `cake --help` loads this module for its
 # help line, and each command loads only what it runs.
 
-
-def _open(runs_dir: str) -> Any:
-    from cake_agents.store import STORE_NAME, RunsStore
-
-    path = Path(runs_dir) / STORE_NAME
-    if not path.is_file():
-        raise click.UsageError(f"no runs store at {path} (run `cake evolve TASK` first, or "
-                               "give --runs-dir)")
-    return RunsStore(path)
 
 
 def _render(clusters: list[Any], runs: int, min_count: int) -> str:
@@ -113,7 +106,7 @@ def failures(runs: tuple[str, ...], runs_dir: str, min_count: int, only_prime: b
     from cake_agents.mining.ledger import LEDGER_NAME, Ledger
     from cake_agents.store import StoreError
 
-    store = _open(runs_dir)
+    store = open_runs_store(runs_dir, "--runs-dir")
     ledger = None
     try:
         try:

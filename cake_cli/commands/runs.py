@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from cake_cli.args import open_runs_store
+
 # The libraries are imported inside the functions: `cake --help` loads this module for its
 # help line, and each command loads only what it runs.
 
@@ -24,15 +26,6 @@ if TYPE_CHECKING:
 _RUN_DIR = click.option("--run-dir", type=click.Path(file_okay=False), default="cake-runs",
                         show_default=True, help="Where runs are stored.")
 
-
-def _open(run_dir: str) -> RunsStore:
-    from cake_agents.store import STORE_NAME, RunsStore
-
-    path = Path(run_dir) / STORE_NAME
-    if not path.is_file():
-        raise click.UsageError(f"no runs store at {path} (run `cake evolve TASK` first, or "
-                               "give --run-dir)")
-    return RunsStore(path)
 
 
 def _find(store: RunsStore, ref: str) -> str:
@@ -58,7 +51,7 @@ def runs() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_cmd(run_dir: str, as_json: bool) -> None:
     """One line per run: id, task, mode, status, evaluations, best speedup."""
-    store = _open(run_dir)
+    store = open_runs_store(run_dir, "--run-dir")
     rows = store.list_runs()
     if as_json:
         click.echo(json.dumps([{k: r[k] for k in ("run_id", "task", "mode", "model", "status",
@@ -82,7 +75,7 @@ def list_cmd(run_dir: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def show(run: str, run_dir: str, as_json: bool) -> None:
     """Configuration, budget use, best kernel, winners and failure classes of RUN."""
-    store = _open(run_dir)
+    store = open_runs_store(run_dir, "--run-dir")
     run_id = _find(store, run)
     r = store.run(run_id)
     assert r is not None
@@ -126,7 +119,7 @@ def show(run: str, run_dir: str, as_json: bool) -> None:
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write it here.")
 def best(run: str, run_dir: str, bucket: str | None, output: str | None) -> None:
     """Print the best kernel of RUN (a .cake text)."""
-    store = _open(run_dir)
+    store = open_runs_store(run_dir, "--run-dir")
     run_id = _find(store, run)
     r = store.run(run_id)
     assert r is not None
@@ -152,7 +145,7 @@ def report(run: str, run_dir: str, output: str | None) -> None:
     """Write a self-contained HTML report of RUN and print its path."""
     from cake_agents.report import write_report
 
-    store = _open(run_dir)
+    store = open_runs_store(run_dir, "--run-dir")
     run_id = _find(store, run)
     path = Path(output) if output else Path(run_dir) / run_id / "report.html"
     write_report(store, run_id, path)
