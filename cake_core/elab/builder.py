@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related, TextEdit
-from cake_core.elab import expressions
+from cake_core.elab.expressions import Evaluator
 from cake_core.elab.scope import int_value
 from cake_core.elab.signature import parse_decorator, parse_param
 from cake_core.hardware import ArchSpec, get_arch
@@ -44,7 +44,7 @@ from cake_core.ir.types import (
     TupleType,
     numel,
 )
-from cake_core.ir.values import ViewOrigin, range_bounds, role_spec
+from cake_core.ir.values import ViewOrigin, constant_truth, range_bounds, role_spec
 from cake_core.primitives.registry import Registry, builtin_registry
 from cake_core.primitives.traits import Trait
 from cake_core.source import SourceFile, Span
@@ -80,7 +80,7 @@ class ProgramBuilder:
         self._arch_specs: dict[str, ArchSpec | None] = {}
 
     def build(self, module: ast.Module) -> None:
-        ev = expressions.Evaluator(self, kernel=None)
+        ev = Evaluator(self, kernel=None)
         saw_kernel = False
         for stmt in module.body:
             if isinstance(stmt, ast.FunctionDef):
@@ -157,7 +157,7 @@ class KernelBuilder:
         self.first_diag = len(pb.diags)
         """Where this kernel's findings start in the program's list (see `_check_pipelines`)."""
         self.defs: dict[str, tuple[Value, ast.Stmt]] = {}
-        self.ev = expressions.Evaluator(pb, kernel=self)
+        self.ev = Evaluator(pb, kernel=self)
 
     def release(self) -> None:
         """Break the builder <-> evaluator cycle once the kernel is built.
@@ -327,7 +327,7 @@ class KernelBuilder:
             self._detached(s.body)
             self._detached(s.orelse)
             return
-        known = expressions.constant_truth(cond)
+        known = constant_truth(cond)
         if known is not None:  # compile-time branch: only the taken side exists
             self._stmts(s.body if known else s.orelse)
             return
