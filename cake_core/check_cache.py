@@ -28,7 +28,7 @@ lines (`cake_core/syntax/reuse.py` rests on the same rule).  It holds for a clea
 after a syntax error the parser repairs the text before converting it, so there a reused
 kernel must also have the same AST as the one it was built from, node for node.  It also
 rests on the builder keeping kernels apart: a kernel's findings are its own (it retracts
-only its own findings, see `KernelBuilder._check_pipelines`) and it never changes a
+only its own findings, see `kernel_checks.check_pipelines`) and it never changes a
 global's `Value` (only its own unnamed op results are named in place), so a kernel's
 findings and IR are the same whatever kernels stand above it.
 """

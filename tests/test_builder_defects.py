@@ -11,7 +11,8 @@ from kernels import GEMM_SM90_BLOCK
 
 from cake_core.check import check_text
 from cake_core.diagnostics import codes
-from cake_core.elab.builder import KernelBuilder, ProgramBuilder
+from cake_core.elab.builder import ProgramBuilder
+from cake_core.elab.kernel_builder import KernelBuilder
 from cake_core.ir.kernel import Op, Value
 from cake_core.ir.symbolic import Const, Var
 from cake_core.ir.types import IntType

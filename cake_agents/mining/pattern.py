@@ -27,10 +27,10 @@ import re
 from collections.abc import Iterable, Iterator
 from enum import Enum
 
-from cake_core.elab.expressions import ViewOrigin
 from cake_core.ir.kernel import Kernel, Op, Value
 from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var
 from cake_core.ir.types import IntType, SmemType, TupleType
+from cake_core.ir.values import ViewOrigin
 from cake_core.source import Span
 
 MAX_DEPTH = 6

@@ -34,7 +34,7 @@ _RANGE, _LAYOUT = RangeType(), LayoutType()
 
 
 class BuilderForms:
-    """Mixed into the Evaluator: `_form_<name>` handles a call to `<name>`."""
+    """The base of the Evaluator's layers: `_form_<name>` handles a call to `<name>`."""
 
     pb: ProgramState
     k: KernelState | None

@@ -56,6 +56,7 @@ INT_TYPE = IntType()
 _NONE = NoneType()
 _STR = StrType()
 _SCALARS = {d: ScalarType(d) for d in DType}
+BOOL_TYPE = _SCALARS[DType.BOOL]
 
 
 def int_value(sym: SymExpr, span: Span, name: str = "") -> Value:

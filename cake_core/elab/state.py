@@ -1,9 +1,9 @@
 """What expression evaluation and the signature reader see of the builders.
 
-`ProgramBuilder` and `KernelBuilder` (`builder.py`) drive the Evaluator and the signature
-reader, which in turn read and extend the builders' state.  These protocols name that
-state, so the modules below the builder depend on it alone and the builder depends on
-them: the import graph stays one-directional.
+`ProgramBuilder` (`builder.py`) and `KernelBuilder` (`kernel_builder.py`) drive the
+Evaluator and the signature reader, which in turn read and extend the builders' state.
+These protocols name that state, so the modules below the builders depend on it alone
+and the builders depend on them: the import graph stays one-directional.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Protocol
 from cake_core.diagnostics.model import Diagnostic
 from cake_core.hardware import ArchSpec
 from cake_core.ir.kernel import Kernel, Op, Role, Value
+from cake_core.ir.symbolic import Dim
 from cake_core.primitives.registry import Registry
 from cake_core.primitives.typecheck import KernelScope
 from cake_core.source import SourceFile
@@ -29,6 +30,7 @@ class ProgramState(Protocol):
     globals: dict[str, Value]
 
     def arch_spec(self, name: str) -> ArchSpec | None: ...
+    def declared_dims(self) -> dict[str, Dim]: ...
 
 
 class Evaluates(Protocol):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from cake_core.elab.expressions import Predicate, ViewOrigin
 from cake_core.hardware import ArchSpec
 from cake_core.ir import symbolic as S
 from cake_core.ir.kernel import Kernel, Op, Value
@@ -27,7 +26,7 @@ from cake_core.ir.types import (
     TileType,
     const_shape,
 )
-from cake_core.ir.values import elements
+from cake_core.ir.values import Predicate, ViewOrigin, elements
 from cake_core.lower.emitter import Names
 from cake_core.lower.layouts import Dist
 from cake_core.lower.plan import Group, KernelPlan, LowerError, SlotKey

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from cake_core.elab.bindings import Bindings
-from cake_core.elab.expressions import Predicate, ViewOrigin
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value
 from cake_core.ir.symbolic import SymExpr, Var
 from cake_core.ir.types import (
@@ -31,6 +30,7 @@ from cake_core.ir.types import (
     Type,
     const_shape,
 )
+from cake_core.ir.values import Predicate, ViewOrigin
 from cake_core.lower import layouts
 from cake_core.lower.layouts import COL, ROW, Dist
 from cake_core.primitives.facets import FacetError, Unsupported

@@ -25,7 +25,7 @@ Model
 Facet calling convention
 ------------------------
 Every primitive names its simulate facet, `Primitive.facet("simulate")`; built-ins live in
-`cake_core.sim.facets.<family>` (e.g. `Lazy("cake_core.ops.sync.sim:pipeline_acquire")`),
+`cake_core.ops.<family>.sim` (e.g. `Lazy("cake_core.ops.sync.sim:pipeline_acquire")`),
 and a primitive the simulator cannot run says so with `Unsupported(why)`.  A facet is
 
     fn(op: Op, ctx: SimContext) -> None | value | tuple[value, ...] | Blocked

@@ -19,10 +19,10 @@ import numpy as np
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.codes import Rule
 from cake_core.diagnostics.model import Related
-from cake_core.elab.expressions import Predicate, ViewOrigin
 from cake_core.ir.kernel import Op, Value
 from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var, apply_op
 from cake_core.ir.types import BarrierType, NoneType, SmemType
+from cake_core.ir.values import Predicate, ViewOrigin
 from cake_core.sim.dtypes import STORAGE
 from cake_core.sim.layout import SmemFault, SmemView
 from cake_core.sim.races import VC, Access, Conflict

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cake_core.elab.bindings import bindings_of
-from cake_core.elab.expressions import Predicate, ViewOrigin
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value, walk_nodes
 from cake_core.ir.symbolic import SymExpr, Var
 from cake_core.ir.types import ScalarType, TensorType
+from cake_core.ir.values import Predicate, ViewOrigin
 from cake_core.sim.layout import Buffer, buffers_of
 from cake_core.source import SourceFile, Span
 from cake_core.syntax import ast

@@ -35,10 +35,10 @@ from dataclasses import dataclass, replace
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, Related
-from cake_core.elab.expressions import ViewOrigin
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Program, Role, Value
 from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var
 from cake_core.ir.types import SmemType, StageType, TupleType
+from cake_core.ir.values import ViewOrigin
 from cake_core.primitives.traits import Trait
 from cake_core.source import SourceFile, Span
 from cake_core.verify.unroll import condition_leaves, evaluate, truth

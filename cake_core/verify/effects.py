@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cake_core.elab.expressions import ViewOrigin
 from cake_core.ir.kernel import Kernel, Op, Value
 from cake_core.ir.symbolic import SymExpr
 from cake_core.ir.types import (
@@ -21,7 +20,7 @@ from cake_core.ir.types import (
     SmemType,
     numel,
 )
-from cake_core.ir.values import elements
+from cake_core.ir.values import ViewOrigin, elements
 from cake_core.primitives.traits import Trait
 
 #: Async groups whose smem accesses go through the async proxy (TMA and wgmma).

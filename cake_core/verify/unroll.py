@@ -20,10 +20,10 @@ import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from cake_core.elab.expressions import Predicate
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value, walk_nodes
 from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var
 from cake_core.ir.types import BarrierType, PipelineType, ScalarType
+from cake_core.ir.values import Predicate
 
 #: Index spaces whose value differs between the threads of one role.
 THREAD_VARS = frozenset({"warp.id", "warp.rank", "warpgroup.id", "warpgroup.rank", "lane.id",

@@ -17,11 +17,10 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from cake_core.elab.expressions import ViewOrigin
 from cake_core.ir.kernel import Kernel, Op, SmemAlloc, Value
 from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var, add, mul
 from cake_core.ir.types import DType, SmemLayout, SmemType, StageType, TupleType
-from cake_core.ir.values import elements
+from cake_core.ir.values import ViewOrigin, elements
 from cake_core.primitives.traits import Trait
 
 

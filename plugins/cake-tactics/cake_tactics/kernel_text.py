@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from cake_core.ir.kernel import Kernel, Op
@@ -96,6 +96,23 @@ def statements(source: SourceFile, kernel: Kernel, body: tuple[ast.Stmt, ...],
         prev = last
     return out
 
+
+
+def all_warps_role(source: SourceFile, kernel: Kernel, top: list[Stmt]) -> list[Stmt] | None:
+    """The statements inside the kernel's one role, when that role runs on every warp and
+    is the only `with` among the top-level statements `top`, the last of them (the shape
+    of a kernel written with one role); None for any other shape."""
+    if len(kernel.roles) != 1:
+        return None
+    role = next(iter(kernel.roles.values()))
+    if role.warp_start != 0 or role.warp_stop != kernel.warps:
+        return None
+    withs = [s for s in top if isinstance(s.node, ast.With)]
+    if len(withs) != 1 or withs[0] is not top[-1]:
+        return None
+    w = withs[0].node
+    assert isinstance(w, ast.With)
+    return statements(source, kernel, w.body, w.span.start.line)
 
 def indent_of(line: str) -> str:
     return line[:len(line) - len(line.lstrip())]
@@ -194,6 +211,15 @@ def smem_args(op: Op) -> list[str]:
     return [b for a in op.args if (b := smem_base(op, a)) is not None]
 
 
+def writes_buffers(s: Stmt, buffers: Collection[str]) -> bool:
+    """Whether an op of `s` writes one of `buffers`, by its primitive's declared effects."""
+    for op in s.ops:
+        for arg in op.prim.effects.writes:
+            if smem_base(op, arg) in buffers:
+                return True
+    return False
+
+
 def lines_span(source: SourceFile, stmts: list[Stmt]) -> tuple[int, int]:
     """Byte range of whole lines from the first statement's first line (its leading
     comments included) to the end of the last statement's last line."""
@@ -216,3 +242,20 @@ def header_end(source: SourceFile, fn: ast.FunctionDef) -> int:
 def header_text(source: SourceFile, node: ast.Stmt) -> str:
     """The compound statement's header (`for k in range(K):  # comment`), one line."""
     return source.line_text(node.span.start.line).strip()
+
+
+def split_top_level(text: str) -> list[str]:
+    """`text` split at its commas outside brackets (`BM, (BK, 2)` -> `BM`, ` (BK, 2)`)."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return out

@@ -38,6 +38,7 @@ from cake_core.syntax import ast
 from cake_tactics.kernel_text import (
     WARP_INDICES,
     Stmt,
+    all_warps_role,
     fresh_name,
     header_end,
     header_text,
@@ -48,8 +49,8 @@ from cake_tactics.kernel_text import (
     names_in_text,
     rename,
     smem_args,
-    smem_base,
     statements,
+    writes_buffers,
 )
 
 PRODUCER, CONSUMER = "load", "mma"
@@ -110,19 +111,13 @@ def _plan(kernel: Kernel, source: SourceFile) -> Plan | None:
     if any(w in body_text for w in WARP_INDICES):
         return None
     top = statements(source, kernel, fn.body, header_end(source, fn))
-    role = next(iter(kernel.roles.values()), None)
-    if role is None:
+    if not kernel.roles:
         worker, outer = top, []
     else:
-        if role.warp_start != 0 or role.warp_stop != kernel.warps:
+        in_role = all_warps_role(source, kernel, top)
+        if in_role is None:
             return None
-        withs = [s for s in top if isinstance(s.node, ast.With)]
-        if len(withs) != 1 or withs[0] is not top[-1]:
-            return None
-        outer = top[:-1]
-        w = withs[0].node
-        assert isinstance(w, ast.With)
-        worker = statements(source, kernel, w.body, w.span.start.line)
+        worker, outer = in_role, top[:-1]
     loops = [i for i, s in enumerate(worker) if isinstance(s.node, ast.For)
              and s.has("tma_load") and s.has("wgmma")]
     if len(loops) != 1:
@@ -132,7 +127,7 @@ def _plan(kernel: Kernel, source: SourceFile) -> Plan | None:
     assert isinstance(loop, ast.For)
     inner = statements(source, kernel, loop.body, loop.span.start.line)
     return _split(kernel, source, outer + worker[:li], loop, inner, worker[li + 1:],
-                  top if role is None else [*outer, top[-1]])
+                  top if not kernel.roles else [*outer, top[-1]])
 
 
 def _bar_of(loop_stmts: list[Stmt]) -> tuple[str, BarrierType | PipelineType] | None:
@@ -204,7 +199,7 @@ def _split(kernel: Kernel, source: SourceFile, pre_all: list[Stmt], loop: ast.Fo
             if s.has("wait") and not raw:
                 wait_names |= s.names_bound
         else:
-            if s.has(*FOREIGN_OPS) or _writes(s, buffers):
+            if s.has(*FOREIGN_OPS) or writes_buffers(s, buffers):
                 return None
             consumer.append(s)
     if not producer or not consumer or any(s.has(*FOREIGN_OPS) for s in pre + post):
@@ -232,14 +227,6 @@ def _split(kernel: Kernel, source: SourceFile, pre_all: list[Stmt], loop: ast.Fo
 
 def _math_ops(s: Stmt) -> set[str]:
     return {op.name for op in s.ops if Trait.REGISTER_MATH in op.prim.traits}
-
-
-def _writes(s: Stmt, buffers: list[str]) -> bool:
-    for op in s.ops:
-        for arg in op.prim.effects.writes:
-            if smem_base(op, arg) in buffers:
-                return True
-    return False
 
 
 def _release_point(consumer: list[Stmt], buffers: list[str]) -> int | None:
