@@ -74,9 +74,9 @@ class Worker:
         from cake_agents.config import EvolveConfig
         from cake_agents.context import load_task_info
         from cake_agents.executor import CachingExecutor, InlineExecutor
-        from cake_agents.policy import TacticLab
         from cake_agents.run import evolve
         from cake_agents.store import RunsStore
+        from cake_agents.tactic_lab import TacticLab
         from cake_core.plugins import load_config, load_plugins
 
         case = job["case"]

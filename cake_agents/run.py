@@ -132,7 +132,8 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
                              seed_rng=config.seed_rng, config=config.to_json())
         if on_start is not None:
             on_start(run_id)
-        from cake_agents.policy import TacticLab, make_policy
+        from cake_agents.policy import make_policy
+        from cake_agents.tactic_lab import TacticLab
 
         if tactics is None:
             from cake_core.plugins import load_config, load_plugins

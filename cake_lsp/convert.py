@@ -22,7 +22,7 @@ from lsprotocol import types as lsp
 
 from cake_core.diagnostics.json_format import docs_path
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Severity
-from cake_core.ide import SymbolKind
+from cake_core.ide.index import SymbolKind
 from cake_core.source import Position, SourceFile, Span
 
 UTF8 = lsp.PositionEncodingKind.Utf8.value

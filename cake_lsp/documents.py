@@ -19,7 +19,7 @@ from lsprotocol import types as lsp
 
 from cake_core.check import CheckResult, check_source
 from cake_core.check_cache import KernelChecks
-from cake_core.ide import SymbolIndex, build_index
+from cake_core.ide.index import SymbolIndex, build_index
 from cake_core.plugins import PluginSet
 from cake_core.primitives.registry import Registry
 from cake_core.source import SourceFile

@@ -32,7 +32,7 @@ from pygls.protocol.language_server import lsp_method
 
 from cake_core import __version__
 from cake_core.check import CheckResult
-from cake_core.ide import SymbolIndex
+from cake_core.ide.index import SymbolIndex
 from cake_core.ir.kernel import Program
 from cake_core.plugins import PluginSet, load_config, load_plugins
 from cake_core.primitives.registry import Registry

@@ -12,10 +12,10 @@ from __future__ import annotations
 from cake_agents.context import AgentContext
 from cake_agents.extract import MalformedOutput, extract_kernel
 from cake_agents.nodes.common import Node, failure, merge_usage, new_candidate, spent, usage_delta
-from cake_agents.policy import Move
 from cake_agents.prompts import RETRY_NOTES, coder_messages
 from cake_agents.records import Candidate, Json, Plan
 from cake_agents.state import EvolveState, StateUpdate
+from cake_agents.tactic_lab import Move
 
 
 def make_coder(ctx: AgentContext) -> Node:

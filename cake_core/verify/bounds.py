@@ -41,6 +41,13 @@ from cake_core.ir.types import SmemType, StageType, TupleType
 from cake_core.ir.values import ViewOrigin
 from cake_core.primitives.traits import Trait
 from cake_core.source import SourceFile, Span
+from cake_core.verify.source_text import (
+    base_text,
+    index_texts,
+    loop_header,
+    loop_header_span,
+    tuple_texts,
+)
 from cake_core.verify.unroll import condition_leaves, evaluate, truth
 
 #: Every code this pass may emit (tests/test_rule_codes.py holds it to that).
@@ -168,7 +175,7 @@ class _KernelBounds:
         base = origin.base
         if not isinstance(base.type, SmemType):
             return None
-        texts = _index_texts(self.source, span, len(origin.index)) if written else None
+        texts = index_texts(self.source, span, len(origin.index)) if written else None
         for j, idx in enumerate(origin.index):
             extent = base.type.shape[j].const if j < len(base.type.shape) else None
             if isinstance(idx.type, StageType) or idx.sym is None or extent is None:
@@ -179,7 +186,7 @@ class _KernelBounds:
                 continue
             end = found[1] or found[0]
             assert end is not None
-            name = _base_text(self.source, span, base) if texts else base.name
+            name = base_text(self.source, span, base) if texts else base.name
             verb = _reaches(end) if end is found[1] else "is"
             msg = (f"index {j} (`{text}`) {verb} {end.value}{self._when(end, where)}, but "
                    f"dimension {j} of `{name}` has extent {extent} (0..{extent - 1})")
@@ -204,7 +211,7 @@ class _KernelBounds:
                 len(shape) != len(t.shape):
             return None
         cspan = op.arg_spans.get("coords", op.span)
-        texts = _tuple_texts(self.source, cspan, len(coords)) \
+        texts = tuple_texts(self.source, cspan, len(coords)) \
             if isinstance(coords_v.type, TupleType) else [(self.source.snippet(cspan), cspan)]
         vname = self.source.snippet(op.arg_spans["self"]) if "self" in op.arg_spans \
             else view.name
@@ -352,7 +359,7 @@ class _KernelBounds:
                 parts.append(f"when {v.name} = {x}")
                 continue
             r = self._domain(v, where)
-            header = _header(self.source, loop)
+            header = loop_header(self.source, loop)
             if r is not None and len(r) > 1 and x == r[-1]:
                 parts.append(f"on the last iteration of `{header}` ({v.name} = {x})")
             elif r is not None and len(r) > 1 and x == r[0]:
@@ -369,7 +376,7 @@ class _KernelBounds:
             loop = next((lp for lp in reversed(where.loops) if lp.var.sym == v), None)
             r = self._domain(v, where)
             if loop is not None and r is not None:
-                out.append(Related(_header_span(self.source, loop),
+                out.append(Related(loop_header_span(self.source, loop),
                                    f"`{v.name}` takes the values {_values(r)}"))
         return out
 
@@ -441,101 +448,3 @@ def _values(r: range) -> str:
     if len(r) <= 4:
         return ", ".join(str(x) for x in r)
     return f"{r[0]}, {r[1]}, ..., {r[-1]}"
-
-
-def _top_level(data: bytes, start: int, end: int) -> Iterator[tuple[int, bytes]]:
-    """(offset, byte) of each byte of [start, end) outside any bracket pair."""
-    depth = 0
-    for i in range(start, min(end, len(data))):
-        ch = data[i:i + 1]
-        if ch in (b"(", b"["):
-            depth += 1
-        elif ch in (b")", b"]"):
-            depth -= 1
-        elif depth == 0:
-            yield i, ch
-
-
-def _header_span(source: SourceFile, loop: ForOp) -> Span:
-    """The `for x in range(...)` part of a loop (its span covers the body too)."""
-    start, end = loop.span.start.offset, loop.span.end.offset
-    colon = next((i for i, ch in _top_level(source.data, start, end) if ch == b":"),
-                 min(end, len(source.data)))
-    return source.span(start, colon)
-
-
-def _header(source: SourceFile, loop: ForOp) -> str:
-    return " ".join(source.snippet(_header_span(source, loop)).split())
-
-
-def _split_top(source: SourceFile, start: int, end: int) -> list[tuple[str, Span]]:
-    """The comma-separated parts of the bytes [start, end) at bracket depth 0."""
-    data = source.data
-    parts: list[tuple[int, int]] = []
-    first = start
-    for i, ch in _top_level(data, start, end):
-        if ch == b",":
-            parts.append((first, i))
-            first = i + 1
-    parts.append((first, end))
-    out = []
-    for a, b in parts:
-        while a < b and data[a:a + 1].isspace():
-            a += 1
-        while b > a and data[b - 1:b].isspace():
-            b -= 1
-        if a < b:
-            sp = source.span(a, b)
-            out.append((" ".join(source.snippet(sp).split()), sp))
-    return out
-
-
-def _tuple_texts(source: SourceFile, span: Span, n: int) -> list[tuple[str, Span]] | None:
-    """Each element of a tuple written at `span`, as text and range; None when the tuple
-    is not written out there (a name bound elsewhere)."""
-    a, b = span.start.offset, span.end.offset
-    data = source.data
-    if b - a < 2 or data[a:a + 1] != b"(" or data[b - 1:b] != b")":
-        return None
-    parts = _split_top(source, a + 1, b - 1)
-    return parts if len(parts) == n else None
-
-
-def _index_texts(source: SourceFile, span: Span, n: int) -> list[tuple[str, Span]] | None:
-    """The indices of the last subscript written at `span` (`sa[i]` or `sa[i].T`)."""
-    a, b = span.start.offset, span.end.offset
-    data = source.data
-    close = data.rfind(b"]", a, b)
-    if close < 0:
-        return None
-    depth = 0
-    i = close
-    while i > a:
-        ch = data[i:i + 1]
-        if ch == b"]":
-            depth += 1
-        elif ch == b"[":
-            depth -= 1
-            if depth == 0:
-                break
-        i -= 1
-    if data[i:i + 1] != b"[":
-        return None
-    parts = _split_top(source, i + 1, close)
-    return parts if len(parts) == n else None
-
-
-def _base_text(source: SourceFile, span: Span, base: Value) -> str:
-    """The buffer a subscript at `span` indexes, as written (`sa`, `bufs[h]`)."""
-    text = source.snippet(span)
-    close = text.rfind("]")
-    depth = 0
-    for i in range(close, -1, -1):
-        if text[i] == "]":
-            depth += 1
-        elif text[i] == "[":
-            depth -= 1
-            if depth == 0:
-                head = text[:i].strip()
-                return head or base.name
-    return base.name

@@ -21,13 +21,9 @@ from cake_core.elab.scope import (
     INDEX_SPACES,
     SMEM_LAYOUT_NAMES,
 )
-from cake_core.ide import (
-    FORMS,
-    SymbolIndex,
-    attributes_of,
-    call_at_cursor,
-    receiver_type,
-)
+from cake_core.ide.cursor import attributes_of, call_at_cursor, receiver_type
+from cake_core.ide.forms import FORMS
+from cake_core.ide.index import SymbolIndex
 from cake_core.ir.types import DTYPE_NAMES, Type
 from cake_core.primitives.registry import Primitive, Registry
 from cake_core.source import SourceFile

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 from lsprotocol import types as lsp
 
 from cake_core.elab.scope import builtin
-from cake_core.ide import FORMS, CallSite, Symbol, SymbolIndex, SymbolKind
+from cake_core.ide.forms import FORMS
+from cake_core.ide.index import CallSite, Symbol, SymbolIndex, SymbolKind
 from cake_core.ir.kernel import Kernel
 from cake_core.ir.symbolic import Dim
 from cake_core.ir.types import DType, DTypeType, IndexSpaceType, LayoutType, PipelineType

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
-from cake_core.ide import SymbolIndex
+from cake_core.ide.index import SymbolIndex
 from cake_core.ir.kernel import Kernel
 from cake_core.ir.types import PipelineType
 from cake_core.source import SourceFile, Span

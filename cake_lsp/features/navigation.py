@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
-from cake_core.ide import Occurrence
+from cake_core.ide.index import Occurrence
 from cake_core.source import SourceFile
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
-from cake_core.ide import SymbolIndex, SymbolKind
+from cake_core.ide.index import SymbolIndex, SymbolKind
 from cake_core.source import SourceFile, Span
 from cake_lsp.convert import Codec
 

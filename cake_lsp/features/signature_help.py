@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
-from cake_core.ide import FORMS, call_at_cursor, receiver_type
+from cake_core.ide.cursor import call_at_cursor, receiver_type
+from cake_core.ide.forms import FORMS
 from cake_core.primitives.registry import Primitive
 from cake_lsp.convert import markup
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
-from cake_core.ide import Symbol, SymbolIndex, SymbolKind
+from cake_core.ide.index import Symbol, SymbolIndex, SymbolKind
 from cake_core.source import SourceFile
 from cake_lsp.convert import Codec, symbol_kind
 

@@ -18,8 +18,9 @@ def _graph(tmp_path: Path) -> Any:
     from cake_agents.context import AgentContext, load_task_info
     from cake_agents.executor import InlineExecutor
     from cake_agents.graph import build_graph
-    from cake_agents.policy import EvolvePolicy, TacticLab
+    from cake_agents.policy import EvolvePolicy
     from cake_agents.store import RunsStore
+    from cake_agents.tactic_lab import TacticLab
 
     cfg = config(tmp_path)
     info = load_task_info(cfg)

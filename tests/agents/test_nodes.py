@@ -17,9 +17,10 @@ from cake_agents.models import ModelCaller, ScriptedModel
 from cake_agents.nodes.archivist import PER_NICHE, select_elite
 from cake_agents.nodes.evaluator import make_evaluator
 from cake_agents.nodes.reflector import condense
-from cake_agents.policy import EvolvePolicy, Move, TacticLab, blocked_classes
+from cake_agents.policy import EvolvePolicy, blocked_classes
 from cake_agents.state import EvolveState
 from cake_agents.store import RunsStore
+from cake_agents.tactic_lab import Move, TacticLab
 
 
 class CountingExecutor(InlineExecutor):

@@ -16,17 +16,15 @@ import pytest
 from cake_agents.config import EvolveConfig
 from cake_agents.context import TaskInfo, content_hash, load_task_info
 from cake_agents.policy import (
-    CHAIN,
     CHAIN_GAIN,
     EvolvePolicy,
-    Move,
-    TacticLab,
     blocked_classes,
     make_policy,
     target_score,
 )
 from cake_agents.scoring import ShapeSpec
 from cake_agents.state import EvolveState
+from cake_agents.tactic_lab import CHAIN, Move, TacticLab
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "bench" / "data" / "agent_search" / "gemm_sm80_detuned.cake"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cake_core.check import check_source
-from cake_core.ide import build_index
+from cake_core.ide.index import build_index
 from cake_core.source import SourceFile
 from cake_lsp.features.hover import describe
 

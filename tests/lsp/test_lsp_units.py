@@ -16,7 +16,8 @@ from lsprotocol import types as lsp
 from cake_core.check import check_text
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Fix, Related, TextEdit
-from cake_core.ide import SymbolKind, build_index, call_at_cursor, receiver_type
+from cake_core.ide.cursor import call_at_cursor, receiver_type
+from cake_core.ide.index import SymbolKind, build_index
 from cake_core.ir.types import PipelineType
 from cake_core.plugins import PluginSet
 from cake_core.source import SourceFile

@@ -29,7 +29,8 @@ from cake_core.primitives.registry import Provenance
 from cake_core.rewrite_cost import verified_rewrite
 from cake_core.source import SourceFile
 from cake_tactics.kernel_text import header_text, indent, indent_of, lines_span
-from cake_tactics.rings import Copy, Ring, find_ring
+from cake_tactics.ring_checks import Copy
+from cake_tactics.rings import Ring, find_ring
 
 ROLE = "main"
 TMA_ARCH, CP_ASYNC_ARCH = "sm_90a", "sm_80"

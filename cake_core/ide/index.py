@@ -1,41 +1,31 @@
-"""Editor queries over one checked file: what a name means, where it is defined and used.
+"""The symbol index of one parsed file: definitions, references and call sites, by position.
 
-The language server (and any other tool that points at source: an agent's repair step, a
-refactoring tactic) asks these questions with byte offsets and gets back spans and IR
-values; it never walks the AST or the IR itself.  Name resolution follows the builder's
-rules: one scope per kernel in program order (a re-bound name resolves to its latest
-definition before the use), then the file's top-level constants, then built-in names.
-Role names are string literals (`role("load", ...)`, `producer="load"`), so they are
-tracked as symbols of their own.
-
-Everything here is read-only and tolerant: it works on the AST of a file with syntax
-errors and on a partial `Program`, so hovers and completion keep working while the user
-types.
+Name resolution follows the builder's rules: one scope per kernel in program order (a
+re-bound name resolves to its latest definition before the use), then the file's top-level
+constants, then built-in names. Role names are string literals (`role("load", ...)`,
+`producer="load"`), so they are tracked as symbols of their own.
 """
 
 from __future__ import annotations
 
 import bisect
-import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from cake_core.elab.scope import builtin
+from cake_core.ide.forms import FORMS
 from cake_core.ir.kernel import ForOp, Kernel, Program, Value
 from cake_core.ir.symbolic import Dim
 from cake_core.ir.types import (
     BarrierType,
     FragmentType,
-    IndexSpaceType,
     PipelineType,
     SmemType,
     StageType,
-    TensorType,
-    TileType,
     Type,
 )
 from cake_core.primitives.registry import Primitive, Registry, builtin_registry
-from cake_core.source import SourceFile, Span
+from cake_core.source import Span
 from cake_core.syntax import ast
 
 #: Keyword arguments whose string values name roles.
@@ -90,43 +80,6 @@ class CallSite:
     name: str
     primitive: Primitive | None
     method: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class FormSignature:
-    """A builder form: evaluated by the compiler, so it has no registry entry."""
-
-    name: str
-    params: tuple[str, ...]
-    doc: str
-
-    @property
-    def signature(self) -> str:
-        return f"{self.name}({', '.join(self.params)})"
-
-
-FORMS: dict[str, FormSignature] = {f.name: f for f in (
-    FormSignature("dim", ("name", "multiple_of=1", "max=None"),
-                  "A size known at launch, not at compile time: `M = dim(\"M\")`. "
-                  "`multiple_of` states a divisibility fact the verifier may rely on."),
-    FormSignature("cdiv", ("a", "b"), "Ceiling division of ints; folds when both are constants."),
-    FormSignature("min", ("a", "b", "..."), "The smallest of two or more ints (folded)."),
-    FormSignature("max", ("a", "b", "..."), "The largest of two or more ints (folded)."),
-    FormSignature("range", ("start", "stop", "step=1"),
-                  "The iteration space of a `for` loop or a role's warps: `range(stop)` or "
-                  "`range(start, stop[, step])`; the step is a positive constant."),
-    FormSignature("role", ("name", "warps=range(first, stop)", "regs=None"),
-                  "A warp role: the warps that run the block under it, and optionally the "
-                  "registers per thread they keep (setmaxnreg)."),
-    FormSignature("kernel", ("arch", "grid", "warps=4", "cluster=(1,)"),
-                  "The decorator of a kernel: target arch, launch grid, warps per block."),
-    FormSignature("swizzle", ("span", 'order="row"'),
-                  "An XOR-swizzled smem layout of 32, 64 or 128-byte rows (as TMA and wgmma "
-                  "read them); removes bank conflicts without padding."),
-    FormSignature("padded", ("n",), "A row-major smem layout with `n` padding elements per row."),
-    FormSignature("Tensor", ("dtype", "shape"),
-                  "A kernel parameter in global memory: `Tensor[bf16, (M, K)]`."),
-)}
 
 
 @dataclass
@@ -206,70 +159,12 @@ def kind_of(value: Value | None) -> SymbolKind:
             }.get(type(t), SymbolKind.VALUE)
 
 
-# --- attributes and receivers (completion after a dot) -----------------------------------
-@dataclass(frozen=True, slots=True)
-class Attribute:
-    name: str
-    detail: str
-    doc: str
-    primitive: Primitive | None = None
+def subscripted(t: Type, subs: str) -> Type:
+    """Indexing a buffer gives a view of the same kind; indexing barriers gives one.
 
-
-def attributes_of(t: Type, registry: Registry | None = None) -> list[Attribute]:
-    """What may follow `value.` for a value of type `t` (the builder's attribute rules)."""
-    reg = registry or builtin_registry()
-    out = [Attribute(p.name, p.signature, p.doc, p) for p in reg.methods_of(t)]
-    if isinstance(t, IndexSpaceType):
-        out += [Attribute(a, f"{t.name}.{a}: int", f"The {a} index of this {t.name}.")
-                for a in t.attrs]
-    if isinstance(t, SmemType):
-        out.append(Attribute("T", "smem view", "The transposed view (no data moves)."))
-    if isinstance(t, TensorType | SmemType | FragmentType | TileType):
-        out.append(Attribute("shape", "tuple of ints", "The shape, as a tuple of ints."))
-        out.append(Attribute("dtype", "dtype", "The element type."))
-    if isinstance(t, StageType):
-        out.append(Attribute("phase", "int", "The barrier phase parity of this stage."))
-    return out
-
-
-_RECEIVER = re.compile(r"([A-Za-z_]\w*)((?:\s*\[[^\[\]]*\])*)((?:\s*\.\s*[A-Za-z_]\w*"
-                       r"(?:\s*\[[^\[\]]*\])*)*)\s*\.\s*(\w*)$")
-
-
-def receiver_type(text_before: str, index: SymbolIndex, offset: int | None) -> Type | None:
-    """The type of `recv` in `... recv.partial` (the text just before the cursor).
-
-    With `offset` None the name is looked up anywhere in the index (its latest
-    definition): for an index of an older text, where the cursor's offset means nothing.
+    `subs` is the subscript text (empty: none); the index types a method call's receiver
+    with it and the cursor queries a receiver still being typed, so both follow one rule.
     """
-    m = _RECEIVER.search(text_before)
-    if m is None:
-        return None
-    base, subs, chain = m.group(1), m.group(2), m.group(3)
-    t = _name_type(base, index, offset)
-    if t is None:
-        return None
-    t = _subscripted(t, subs)
-    for part in re.findall(r"\.\s*([A-Za-z_]\w*)((?:\s*\[[^\[\]]*\])*)", chain):
-        attr, subs = part
-        if attr == "T" and isinstance(t, SmemType):
-            t = _subscripted(t, subs)
-            continue
-        return None
-    return t
-
-
-def _name_type(name: str, index: SymbolIndex, offset: int | None) -> Type | None:
-    pool = index.visible_at(offset) if offset is not None else reversed(index.symbols)
-    for s in pool:
-        if s.name == name and s.kind is not SymbolKind.ROLE:
-            return s.value.type if s.value is not None else None
-    v = builtin(name, _EMPTY)
-    return v.type if v is not None else None
-
-
-def _subscripted(t: Type, subs: str) -> Type:
-    """Indexing a buffer gives a view of the same kind; indexing barriers gives one."""
     if not subs.strip():
         return t
     if isinstance(t, BarrierType):
@@ -277,68 +172,7 @@ def _subscripted(t: Type, subs: str) -> Type:
     return t
 
 
-# --- the call around the cursor (signature help) -----------------------------------------
-@dataclass(frozen=True, slots=True)
-class CallAtCursor:
-    name: str
-    receiver: str | None
-    """The receiver's text for a method call (`ab` in `ab.wait(`)."""
-    arg_index: int
-    keyword: str | None
-    """The `name=` being written, if the cursor is in a keyword argument."""
-
-
-_CALLEE = re.compile(r"((?:[A-Za-z_]\w*(?:\[[^\[\]]*\])*\s*\.\s*)*)([A-Za-z_]\w*)\s*$")
-_KEYWORD = re.compile(r"^\s*([A-Za-z_]\w*)\s*=(?!=)")
-_WINDOW = 8000
-
-
-def call_at_cursor(text: str, index: int) -> CallAtCursor | None:
-    """The innermost call whose parentheses hold `index` (a str index into `text`).
-
-    A forward scan of the text before the cursor, tolerant of unbalanced code: it is
-    what a user is in the middle of typing.
-    """
-    start = text.rfind("\n", 0, max(0, index - _WINDOW)) + 1
-    stack: list[list[int]] = []  # [open position, commas, current argument start]
-    i = start
-    quote = ""
-    while i < index:
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch == "#":
-            nl = text.find("\n", i, index)
-            i = index if nl < 0 else nl
-            continue
-        elif ch in "([{":
-            stack.append([i, 0, i + 1])
-        elif ch in ")]}":
-            if stack:
-                stack.pop()
-        elif ch == "," and stack:
-            stack[-1][1] += 1
-            stack[-1][2] = i + 1
-        i += 1
-    for pos, commas, arg_start in reversed(stack):
-        if text[pos] != "(":
-            continue
-        m = _CALLEE.search(text, max(0, pos - 200), pos)
-        if m is None or m.end() != pos:
-            continue
-        receiver = m.group(1).strip().rstrip(".").strip() or None
-        kw = _KEYWORD.match(text[arg_start:index])
-        return CallAtCursor(m.group(2), receiver, commas, kw.group(1) if kw else None)
-    return None
-
-
 # --- implementation ------------------------------------------------------------------------
-_EMPTY = SourceFile("").span(0, 0)
 _LONGEST_NAME = 256
 
 
@@ -529,7 +363,7 @@ class _Indexer:
             return v.type if v is not None else None
         if isinstance(e, ast.Subscript):
             t = self.type_of(e.value)
-            return _subscripted(t, "[]") if t is not None else None
+            return subscripted(t, "[]") if t is not None else None
         if isinstance(e, ast.Attribute) and e.attr == "T":
             return self.type_of(e.value)
         return None
@@ -543,6 +377,5 @@ def _names(target: ast.Expr) -> list[ast.Name]:
     return []
 
 
-__all__ = ["FORMS", "ROLE_KEYWORDS", "Attribute", "CallAtCursor", "CallSite", "FormSignature",
-           "Occurrence", "Symbol", "SymbolIndex", "SymbolKind", "attributes_of", "build_index",
-           "call_at_cursor", "kind_of", "receiver_type"]
+__all__ = ["ROLE_KEYWORDS", "CallSite", "Occurrence", "Symbol", "SymbolIndex", "SymbolKind",
+           "build_index", "kind_of", "subscripted"]
