@@ -5,6 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
+from cake_core.check import CheckResult
+from cake_core.sim import SimKernel, simulate
+from cake_core.tasks import as_dtype
+
 ROOT = Path(__file__).resolve().parents[1]
 
 GEMM_SM90_BLOCK = ROOT / "bench" / "data" / "gemm_sm90_block.cake"
@@ -15,3 +21,21 @@ GEMM_SM90 = GEMM_SM90_BLOCK.read_text(encoding="utf-8").replace("# --- kernel --
 GEMM_SM90 = GEMM_SM90.rstrip("\n") + "\n"
 """That GEMM as one file with no marker (constants, dims, a blank line, `gemm`); it checks
 clean, and tests build their variants from it by textual replacement."""
+
+GEMM_SM80 = (ROOT / "examples" / "gemm_sm80.cake").read_text(encoding="utf-8")
+"""The sm_80 GEMM example (C = A @ B.T, f16 in, f32 accumulator); tests vary its epilogue
+`cast(acc, f16)` by textual replacement."""
+
+
+def simulate_gemm_sm80(res: CheckResult, dims: dict[str, int], seed: int
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Simulate a checked variant of GEMM_SM80 on random f16 `A` (M, K) and `B` (N, K);
+    returns (A, B, C) after checking that the simulation found no error."""
+    assert res.program is not None and res.parse is not None
+    sk = SimKernel.prepare(res.program.kernels[0], res.source, res.parse.module)
+    rng = np.random.default_rng(seed)
+    a = as_dtype(rng.standard_normal((dims["M"], dims["K"])), "f16")
+    b = as_dtype(rng.standard_normal((dims["N"], dims["K"])), "f16")
+    out = simulate(sk, dims, {"A": a, "B": b})
+    assert not [d for d in out.diagnostics if d.severity.value == "error"]
+    return a, b, out.outputs["C"]

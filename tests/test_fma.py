@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from kernels import GEMM_SM80 as GEMM
+from kernels import simulate_gemm_sm80
 
 from cake_core.check import check_source
 from cake_core.cost.model import predict
@@ -18,12 +20,9 @@ from cake_core.diagnostics import codes
 from cake_core.lower import lower_checked
 from cake_core.lower.build import build_source
 from cake_core.lower.toolchain import find_nvcc
-from cake_core.sim import SimKernel, simulate
 from cake_core.source import SourceFile
 from cake_core.tasks import as_dtype
 
-ROOT = Path(__file__).resolve().parent.parent
-GEMM = (ROOT / "examples" / "gemm_sm80.cake").read_text(encoding="utf-8")
 EPILOGUE = "cast(acc, f16)"
 
 
@@ -42,17 +41,10 @@ def test_fma_checks_clean_and_refuses_integers() -> None:
 
 def test_fma_simulates_as_one_rounding_of_the_exact_product_plus_c() -> None:
     res = check_source(_source("cast(fma(acc, acc, -1.0), f16)"))
-    assert res.program is not None and res.parse is not None
-    sk = SimKernel.prepare(res.program.kernels[0], res.source, res.parse.module)
-    rng = np.random.default_rng(5)
-    dims = {"M": 64, "N": 64, "K": 32}
-    a = as_dtype(rng.standard_normal((dims["M"], dims["K"])), "f16")
-    b = as_dtype(rng.standard_normal((dims["N"], dims["K"])), "f16")
-    out = simulate(sk, dims, {"A": a, "B": b})
-    assert not [d for d in out.diagnostics if d.severity.value == "error"]
+    a, b, c = simulate_gemm_sm80(res, {"M": 64, "N": 64, "K": 32}, seed=5)
     acc = (a.astype(np.float64) @ b.astype(np.float64).T).astype(np.float32).astype(np.float64)
     want = as_dtype((acc * acc - 1.0).astype(np.float32), "f16").astype(np.float64)
-    got = out.outputs["C"].astype(np.float64)
+    got = c.astype(np.float64)
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)
 
 

@@ -1,6 +1,6 @@
 """The third-party primitive of docs/plugins.md: one module, every facet, used end to end.
 
-`relu_plugin.py` is the module the docs show (the docs' code block must stay equal to it).
+`tests/relu_plugin.py` is the module the docs show (the docs' code block must stay equal to it).
 Loaded as a plugin, `relu` passes the facet completeness check, and a GEMM whose epilogue
 applies it checks clean, simulates to relu(A @ B.T), is priced with its CUDA-core work,
 lowers to `fmaxf` on every register of the accumulator, and compiles with nvcc.
@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import relu_plugin
+from kernels import GEMM_SM80 as GEMM
+from kernels import simulate_gemm_sm80
 
 from cake_core.check import check_source
 from cake_core.cost.model import predict
@@ -23,13 +25,10 @@ from cake_core.lower.build import build_source
 from cake_core.lower.toolchain import find_nvcc
 from cake_core.plugins import load_plugins
 from cake_core.primitives.facets import FACET_KINDS, check_facet
-from cake_core.sim import SimKernel, simulate
 from cake_core.source import SourceFile
-from cake_core.tasks import as_dtype
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = load_plugins(include_installed=False, extra=[relu_plugin.plugin])
-GEMM = (ROOT / "examples" / "gemm_sm80.cake").read_text(encoding="utf-8")
 
 
 def _kernel(relu: bool) -> SourceFile:
@@ -63,16 +62,9 @@ def test_a_kernel_using_it_checks_clean_and_a_wrong_dtype_is_reported() -> None:
 
 def test_it_simulates_to_relu_of_the_product() -> None:
     res = check_source(_kernel(relu=True), plugins=PLUGINS)
-    assert res.program is not None and res.parse is not None
-    sk = SimKernel.prepare(res.program.kernels[0], res.source, res.parse.module)
-    rng = np.random.default_rng(3)
-    dims = {"M": 128, "N": 128, "K": 64}
-    a = as_dtype(rng.standard_normal((dims["M"], dims["K"])), "f16")
-    b = as_dtype(rng.standard_normal((dims["N"], dims["K"])), "f16")
-    out = simulate(sk, dims, {"A": a, "B": b})
-    assert not [d for d in out.diagnostics if d.severity.value == "error"]
+    a, b, c = simulate_gemm_sm80(res, {"M": 128, "N": 128, "K": 64}, seed=3)
     want = np.maximum(a.astype(np.float64) @ b.astype(np.float64).T, 0.0)
-    got = out.outputs["C"].astype(np.float64)
+    got = c.astype(np.float64)
     assert (got >= 0).all() and (got == 0).any()
     np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
 
