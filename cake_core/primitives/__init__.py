@@ -1,1 +1,6 @@
-"""Every op of the IR, one module per family, each primitive with all its facets."""
+"""The primitive API: how an op of the IR is declared and what analyses may ask of it.
+
+`registry` (`Primitive`, `EffectSpec`, `Registry`), `facets` (`Facets`, `Lazy`,
+`Unsupported`), `traits` (`Trait`) and `typecheck` (the `CallContext` a type rule sees).
+The built-in primitives themselves are declared with this API in `cake_core/ops/`.
+"""
