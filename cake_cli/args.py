@@ -7,6 +7,7 @@ modules import this one at load time, and `cake --help` loads every command modu
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,8 @@ import click
 
 if TYPE_CHECKING:
     from cake_agents.store import RunsStore
+    from cake_core.diagnostics.selection import Selection
+    from cake_core.source import SourceFile
 
 
 def display(path: Path) -> str:
@@ -23,6 +26,60 @@ def display(path: Path) -> str:
         return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:
         return path.as_posix()
+
+
+def read_sources(paths: tuple[str, ...],
+                 stdin_filename: str | None) -> tuple[list[SourceFile], bool]:
+    """The sources to check, and whether the one source is stdin (`-`).
+
+    A directory stands for every .cake file under it; `--stdin-filename` names the text
+    read from stdin and makes sense only with `-`.
+    """
+    from cake_core.source import SourceFile
+
+    if "-" in paths:
+        if len(paths) > 1:
+            raise click.UsageError("`-` (stdin) cannot be combined with other paths")
+        raw = sys.stdin.buffer.read()
+        return [SourceFile.from_bytes(raw, stdin_filename or "<stdin>")], True
+    if stdin_filename is not None:
+        raise click.UsageError("--stdin-filename needs `-` among the paths")
+    files: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            files.extend(sorted(f for f in path.rglob("*.cake") if f.is_file()))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise click.UsageError(f"no such file or directory: {p}")
+    if not files:
+        raise click.UsageError("no .cake files found")
+    sources = []
+    for f in files:
+        try:
+            sources.append(SourceFile.read(f, display(f)))
+        except OSError as exc:
+            raise click.UsageError(f"cannot read {f}: {exc.strerror}") from exc
+    return sources, False
+
+
+def parse_selection(select: tuple[str, ...], ignore: tuple[str, ...],
+                    extend_select: tuple[str, ...]) -> Selection:
+    """`--select`, `--ignore` and `--extend-select` (each repeatable and comma-separated)
+    as a selection; a selector that matches no known code is a usage error."""
+    from cake_core.diagnostics.codes import all_rules
+    from cake_core.diagnostics.selection import Selection, unknown_selectors
+
+    def split(values: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(s.strip().upper() for v in values for s in v.split(",") if s.strip())
+
+    selection = Selection(split(select) or None, split(ignore), split(extend_select))
+    bad = unknown_selectors(selection, [r.code for r in all_rules()])
+    if bad:
+        raise click.UsageError(f"unknown rule selector {bad[0]!r} (a code such as CK302, "
+                               f"or a prefix of codes such as CK3)")
+    return selection
 
 
 def parse_dims(*texts: str) -> dict[str, int]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from cake_cli.args import check_arch, display
+from cake_cli.args import check_arch, parse_selection, read_sources
 
 # The compiler, the server and the agents are imported inside the command functions, so
 # that each command (and `cake --help`) loads only what it runs.
@@ -76,19 +76,6 @@ def main() -> None:
     """CAKE: write, verify, cost and lower hardware-explicit GPU kernels."""
 
 
-def _collect(paths: tuple[str, ...]) -> list[Path]:
-    files: list[Path] = []
-    for p in paths:
-        path = Path(p)
-        if path.is_dir():
-            files.extend(sorted(f for f in path.rglob("*.cake") if f.is_file()))
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise click.UsageError(f"no such file or directory: {p}")
-    return files
-
-
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--arch", help="Target arch for every kernel (overrides @kernel(arch=...)).")
@@ -98,60 +85,107 @@ def _collect(paths: tuple[str, ...]) -> list[Path]:
 @click.option("--resources", is_flag=True,
               help="Also print the per-role and per-buffer resource table.")
 @click.option("--color/--no-color", default=None, help="Colour (default: when on a terminal).")
+@click.option("--fix", is_flag=True, help="Apply the safe fixes and write the files back.")
+@click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff: the unsafe fixes too.")
+@click.option("--diff", is_flag=True,
+              help="Print the fixes as a unified diff instead of writing them (exit 1 if any).")
+@click.option("--select", multiple=True, metavar="CODES",
+              help="Report only these codes or prefixes (comma-separated; replaces the "
+                   "configured select and ignore).")
+@click.option("--ignore", multiple=True, metavar="CODES",
+              help="Do not report these codes or prefixes (comma-separated).")
+@click.option("--extend-select", multiple=True, metavar="CODES",
+              help="Report these codes or prefixes too (comma-separated).")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain.")
+@click.option("--statistics", is_flag=True, help="Print a count per code instead of findings.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="Print only the summary line, and nothing when there is no finding.")
+@click.option("--stdin-filename", metavar="PATH",
+              help="With `-`: the name to report the text read from stdin under.")
 def check(paths: tuple[str, ...], arch: str | None, fmt: str, output: str | None,
-          resources: bool, color: bool | None) -> None:
-    """Check .cake files (or every .cake file under a directory).
+          resources: bool, color: bool | None, fix: bool, unsafe_fixes: bool, diff: bool,
+          select: tuple[str, ...], ignore: tuple[str, ...], extend_select: tuple[str, ...],
+          exit_zero: bool, statistics: bool, quiet: bool, stdin_filename: str | None) -> None:
+    """Check .cake files (or every .cake file under a directory; `-` reads stdin).
 
-    Exit status: 0 clean, 1 findings (errors or warnings), 2 usage or internal error.
+    Exit status: 0 clean, 1 findings (errors or warnings) or, with --diff, fixes to
+    apply, 2 usage or internal error.  docs/cli.md describes every option.
     """
+    from functools import partial
+
     from cake_core.check import check_source, default_plugins
-    from cake_core.source import SourceFile
+    from cake_core.fix import fix_source, unified_diff
 
     check_arch(arch)
-    files = _collect(paths)
-    if not files:
-        raise click.UsageError("no .cake files found")
-    for warning in default_plugins().warnings:
+    if statistics and fmt != "text":
+        raise click.UsageError("--statistics prints text; it cannot be combined with --format")
+    sources, from_stdin = read_sources(paths, stdin_filename)
+    plugins = default_plugins()
+    for warning in plugins.warnings:
         click.echo(f"warning: {warning}", err=True)
-    diags = []
-    sources: dict[str, SourceFile] = {}
-    results = []
-    for f in files:
-        try:
-            src = SourceFile.read(f, display(f))
-        except OSError as exc:
-            raise click.UsageError(f"cannot read {f}: {exc.strerror}") from exc
-        sources[src.path] = src
-        res = check_source(src, arch=arch)
-        results.append(res)
-        diags.extend(res.diagnostics)
+    selection = plugins.selection.then(parse_selection(select, ignore, extend_select))
+    checker = partial(check_source, arch=arch, selection=selection)
+    results, fixed, diffs = [], [], []
+    for src in sources:
+        if not (fix or diff):
+            results.append(checker(src))
+            continue
+        outcome = fix_source(src, unsafe=unsafe_fixes, check=checker)
+        results.append(outcome.remaining)
+        fixed.extend(outcome.fixed)
+        if diff:
+            diffs.append(unified_diff(outcome, src))
+        elif from_stdin:
+            click.echo(outcome.text, nl=False)  # the fixed text is the output, as ruff does
+        elif outcome.changed:
+            Path(src.path).write_text(outcome.text, encoding="utf-8", newline="")
+    if diff:
+        click.echo("".join(diffs), nl=False)
+        click.echo(f"would fix {_findings(len(fixed))}", err=True)
+        sys.exit(EXIT_FINDINGS if fixed else EXIT_CLEAN)
+    diags = [d for r in results for d in r.diagnostics]
+    text = _report(diags, {r.source.path: r.source for r in results}, fmt, color, output,
+                   statistics, quiet, len(sources))
+    if fix and fixed and not quiet and fmt == "text":
+        text = f"fixed {_findings(len(fixed))}\n" + text
+    if resources and fmt == "text":
+        text += _resource_tables(results, arch)
+    if output:
+        Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    elif text:
+        click.echo(text, nl=not text.endswith("\n"), err=fix and from_stdin)
+    if any(d.code in ("CK901",) for d in diags):
+        sys.exit(EXIT_ERROR)
+    failing = any(d.severity.value in ("error", "warning") for d in diags)
+    sys.exit(EXIT_FINDINGS if failing and not exit_zero else EXIT_CLEAN)
+
+
+def _findings(n: int) -> str:
+    return f"{n} finding{'s' if n != 1 else ''}"
+
+
+def _report(diags: list, sources: dict, fmt: str, color: bool | None, output: str | None,
+            statistics: bool, quiet: bool, files: int) -> str:
+    """The report in `fmt`; with `quiet` only the summary line, and nothing when clean."""
     if fmt == "json":
         from cake_core.diagnostics.json_format import render_json
 
-        text = render_json(diags, sources)
-    elif fmt == "sarif":
+        return render_json(diags, sources)
+    if fmt == "sarif":
         from cake_core.diagnostics.sarif import render_sarif
 
-        text = render_sarif(diags, sources, repo_root=Path.cwd())
-    else:
-        from cake_core.diagnostics.text import render_summary, render_text
+        return render_sarif(diags, sources, repo_root=Path.cwd())
+    from cake_core.diagnostics.text import render_statistics, render_summary, render_text
 
-        use_color = (sys.stdout.isatty() and output is None) if color is None else color
-        body = render_text(diags, sources, color=use_color)
-        summary = render_summary(diags, color=use_color)
-        checked = f"checked {len(files)} file{'s' if len(files) != 1 else ''}"
-        text = (body + "\n" if body else "") + (summary if diags else f"{checked}: "
-                                                 f"{summary}") + "\n"
-        if resources:
-            text += _resource_tables(results, arch)
-    if output:
-        Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-    else:
-        click.echo(text, nl=not text.endswith("\n"))
-    if any(d.code in ("CK901",) for d in diags):
-        sys.exit(EXIT_ERROR)
-    sys.exit(EXIT_FINDINGS if any(d.severity.value in ("error", "warning") for d in diags)
-             else EXIT_CLEAN)
+    use_color = (sys.stdout.isatty() and output is None) if color is None else color
+    summary = render_summary(diags, color=use_color)
+    if quiet:
+        return summary + "\n" if diags else ""
+    body = render_statistics(diags) if statistics else render_text(diags, sources,
+                                                                   color=use_color)
+    checked = f"checked {files} file{'s' if files != 1 else ''}"
+    return (body + "\n" if body else "") + (summary if diags else f"{checked}: {summary}") \
+        + "\n"
 
 
 def _resource_tables(results: list, arch: str | None) -> str:

@@ -14,6 +14,8 @@ from pathlib import Path
 from cake_core.check_cache import Build, KernelChecks, Ready
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, sort_diagnostics
+from cake_core.diagnostics.selection import Selection
+from cake_core.diagnostics.suppress import apply_suppressions
 from cake_core.elab.builder import build_program
 from cake_core.ir.kernel import Program
 from cake_core.plugins.loader import PluginSet, run_rule
@@ -87,7 +89,8 @@ def check_source(source: SourceFile, *, arch: str | None = None,
                  passes: Sequence[Pass] | None = None,
                  kernel_passes: Mapping[str, Pass] | None = None,
                  parsed: ParseResult | None = None,
-                 kernels: KernelChecks | None = None) -> CheckResult:
+                 kernels: KernelChecks | None = None,
+                 selection: Selection | None = None) -> CheckResult:
     """Parse, build and verify one source file.  Never raises on any input.
 
     Verifier rules come from `plugins` (default: the project's plugins, built-ins
@@ -98,6 +101,9 @@ def check_source(source: SourceFile, *, arch: str | None = None,
     `kernels` (the language server's, one per document) reuses the type check of kernels
     unchanged since the last check of the same document; the program is then built
     lazily, on the first read of `CheckResult.program`.
+    `# cake: ignore[...]` comments then hide the findings on their lines (an unused one
+    is a CK006), and `selection` (default: the plugins' `[tool.cake]` select and ignore)
+    keeps the codes to report.
     """
     result = CheckResult(source, None, None)
     diags: list[Diagnostic] = []
@@ -131,7 +137,9 @@ def check_source(source: SourceFile, *, arch: str | None = None,
             f"internal compiler error: {type(exc).__name__}: {exc}",
             notes=[f"at {Path(tb.filename).name}:{tb.lineno} in {tb.name}",
                    "please report this with the file that triggered it"]))
-    result.diagnostics = sort_diagnostics([d.with_path(source.path) for d in ps.shown(diags)])
+    tree = result.parse.tree if result.parse is not None else None
+    shown = (selection or ps.selection).filter(apply_suppressions(source, tree, ps.shown(diags)))
+    result.diagnostics = sort_diagnostics([d.with_path(source.path) for d in shown])
     return result
 
 

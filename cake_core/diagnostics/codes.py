@@ -4,7 +4,7 @@ Every code has a stable identifier, a kebab-case name, a default severity, wheth
 is always / sometimes / never offered, and a docs page `docs/rules/<CODE>.md` with a
 failing and a passing example (a test checks that each page exists and has both).
 
-Ranges:  CK0xx syntax and the accepted subset, CK1xx names and types,
+Ranges:  CK0xx syntax, the accepted subset and suppression comments, CK1xx names and types,
 CK2xx resources, CK3xx synchronization, CK4xx layouts and memory access,
 CK5xx simulation findings, CK6xx compile findings, CK7xx GPU execution findings,
 CK9xx faults inside the compiler or a plugin.
@@ -107,6 +107,10 @@ NO_KERNEL = _builtin("CK004", "no-kernel", "The file defines no @kernel function
 INVALID_TOPLEVEL = _builtin(
     "CK005", "invalid-top-level",
     "Only constants, dim() declarations and @kernel functions may appear at top level.")
+UNUSED_SUPPRESSION = _builtin(
+    "CK006", "unused-suppression",
+    "A `# cake: ignore` comment, or a code in one, that suppresses no finding.",
+    severity=Severity.WARNING, fix=FixAvailability.ALWAYS)
 
 # --- CK1xx: names and types ---------------------------------------------------------
 UNKNOWN_NAME = _builtin("CK101", "unknown-name", "A name that is not defined in scope.",

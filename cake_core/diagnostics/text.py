@@ -26,6 +26,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
+from cake_core.diagnostics.codes import lookup
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Severity
 from cake_core.source import SourceFile, Span
 
@@ -433,3 +434,32 @@ def render_summary(diags: Iterable[Diagnostic], *, color: bool = False) -> str:
     return f"{paint(level, level)}{paint(':', 'bold')} {', '.join(parts)} in " + _plural(
         s.files, "file"
     )
+
+
+def render_statistics(diags: Iterable[Diagnostic]) -> str:
+    """A count per code, most frequent first, as `ruff --statistics` prints it.
+
+        3  CK306  [*] wgmma-not-waited
+        1  CK201      smem-overflow
+
+    `[*]` marks a code whose every finding here has a safe fix (`cake check --fix` removes
+    them all).  Empty when there is nothing to count.
+    """
+    counts: dict[str, int] = {}
+    fixable: dict[str, bool] = {}
+    for d in diags:
+        counts[d.code] = counts.get(d.code, 0) + 1
+        safe = any(f.applicability is Applicability.SAFE and f.edits for f in d.fixes)
+        fixable[d.code] = fixable.get(d.code, True) and safe
+    if not counts:
+        return ""
+    width = len(str(max(counts.values())))
+    code_width = max(len(c) for c in counts)
+    rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    lines = []
+    for code, n in rows:
+        rule = lookup(code)
+        mark = "[*]" if fixable[code] else "   "
+        lines.append(f"{n:>{width}}  {code:<{code_width}}  {mark} "
+                     f"{rule.name if rule else ''}".rstrip())
+    return "\n".join(lines)

@@ -5,10 +5,17 @@
 arch = "sm_90a"                      # default arch when a kernel names none
 disable-plugins = ["cake-kmeans"]     # whole plugins
 disable = ["KM101", "persistent-tiles"]  # single items: codes, rule/tactic/primitive names
+select = ["CK"]                      # codes or prefixes to report (default: all)
+ignore = ["CK4"]                     # codes or prefixes not to report
+extend-select = ["KM1"]              # added to select
 ```
 
 A code in `disable` hides the findings of that code and nothing else (`PluginSet.shown`);
-a name turns off that rule, tactic or primitive.  Problems with the file are collected, not
+a name turns off that rule, tactic or primitive.  `select`, `ignore` and `extend-select`
+choose codes by prefix, as ruff does (`cake_core/diagnostics/selection.py`); `ignore`
+hides findings exactly as `disable` does, after inline suppression, so `ignore = ["CK302"]`
+and `disable = ["CK302"]` show the same, and the command line's `--select` and `--ignore`
+override these three keys but never `disable`.  Problems with the file are collected, not
 raised: `PluginSet.warnings` adds the entries of `disable` that name nothing, and every
 front end shows them.
 """
@@ -21,8 +28,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cake_core.diagnostics.selection import Selection
+
 #: The keys `[tool.cake]` may hold.
-KEYS = ("arch", "disable-plugins", "disable")
+KEYS = ("arch", "disable-plugins", "disable", "select", "ignore", "extend-select")
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,7 @@ class ProjectConfig:
     disabled_items: frozenset[str] = frozenset()
     path: Path | None = None
     problems: tuple[str, ...] = field(default=())
+    selection: Selection = field(default_factory=Selection)
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -70,8 +80,11 @@ def load_config(start: Path | None = None) -> ProjectConfig:
         arch = None
     for key in sorted(set(section) - set(KEYS)):
         problems.append(f"{path}: unknown key tool.cake.{key}{did_you_mean(key, KEYS)}")
+    selection = Selection(tuple(sorted(strings("select"))) if "select" in section else None,
+                          tuple(sorted(strings("ignore"))),
+                          tuple(sorted(strings("extend-select"))))
     return ProjectConfig(arch, strings("disable-plugins"), strings("disable"), path,
-                         tuple(problems))
+                         tuple(problems), selection)
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

@@ -16,6 +16,7 @@ from importlib import metadata
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic
+from cake_core.diagnostics.selection import Selection, unknown_selectors
 from cake_core.plugins.api import PLUGIN_API_VERSION, Plugin, RuleItem, Tactic
 from cake_core.plugins.config import ProjectConfig, did_you_mean
 from cake_core.plugins.guard import run_guarded
@@ -41,6 +42,8 @@ class PluginSet:
     disabled_items: set[str] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
     """What is wrong with the project's `[tool.cake]`: shown by every front end."""
+    selection: Selection = field(default_factory=Selection)
+    """`[tool.cake]` select, ignore and extend-select: the codes every front end reports."""
     _registry: Registry | None = None
     _disabled_rules: set[tuple[str, str]] = field(default_factory=set)
     verdicts: KernelVerdicts = field(default_factory=KernelVerdicts, repr=False, compare=False)
@@ -95,7 +98,7 @@ def load_plugins(config: ProjectConfig | None = None, *, include_installed: bool
     from cake_core.plugins.builtin import builtin_plugin
 
     config = config or ProjectConfig()
-    ps = PluginSet(disabled_items=set(config.disabled_items))
+    ps = PluginSet(disabled_items=set(config.disabled_items), selection=config.selection)
     ps.plugins.append(builtin_plugin())
     seen = {"cake"}
     candidates: list[tuple[str, object]] = []
@@ -145,14 +148,20 @@ def load_plugins(config: ProjectConfig | None = None, *, include_installed: bool
 
 def _unknown_items(ps: PluginSet, config: ProjectConfig) -> list[str]:
     """One warning per entry of `disable` that is no code, rule, tactic or primitive of
-    the loaded plugins (a misspelt code would otherwise hide nothing, silently)."""
-    known = {r.code for r in codes.all_rules()}
+    the loaded plugins, and per selector that matches no code (a misspelt code would
+    otherwise hide or select nothing, silently)."""
+    known_codes = {r.code for r in codes.all_rules()}
+    known_codes |= {c.code for p in ps.plugins for r in p.rules for c in r.codes}
+    known = set(known_codes)
     for p in ps.plugins:
-        known |= {r.name for r in p.rules} | {c.code for r in p.rules for c in r.codes}
+        known |= {r.name for r in p.rules}
         known |= {t.name for t in p.tactics} | {prim.key for prim in p.primitives}
     where = config.path or "[tool.cake]"
-    return [f"{where}: tool.cake.disable: {item!r} is no code, rule, tactic or primitive"
-            f"{did_you_mean(item, known)}" for item in sorted(config.disabled_items - known)]
+    return [*(f"{where}: tool.cake.disable: {item!r} is no code, rule, tactic or primitive"
+              f"{did_you_mean(item, known)}" for item in sorted(config.disabled_items - known)),
+            *(f"{where}: tool.cake: selector {s!r} matches no code"
+              f"{did_you_mean(s, known_codes)}"
+              for s in unknown_selectors(config.selection, known_codes))]
 
 
 def _code_clash(plugin: Plugin) -> str | None:
