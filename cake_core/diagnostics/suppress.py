@@ -20,7 +20,8 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, TextEdit
 from cake_core.source import SourceFile
 
-MARKER = b"cake: ignore"
+MARKER = b"cake:"
+"""Every directive holds it: a file without it is not scanned further."""
 _DIRECTIVE = re.compile(rb"#[ \t]*cake:[ \t]*ignore(?![\w-])(?:\[(?P<codes>[^\]\r\n]*)\])?")
 
 
