@@ -12,10 +12,15 @@ import difflib
 import importlib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from cake_cli.args import check_arch, parse_selection, read_sources
+
+if TYPE_CHECKING:
+    from cake_core.diagnostics.model import Diagnostic
+    from cake_core.source import SourceFile
 
 # The compiler, the server and the agents are imported inside the command functions, so
 # that each command (and `cake --help`) loads only what it runs.
@@ -164,8 +169,9 @@ def _findings(n: int) -> str:
     return f"{n} finding{'s' if n != 1 else ''}"
 
 
-def _report(diags: list, sources: dict, fmt: str, color: bool | None, output: str | None,
-            statistics: bool, quiet: bool, files: int) -> str:
+def _report(diags: list[Diagnostic], sources: dict[str, SourceFile], fmt: str,
+            color: bool | None, output: str | None, statistics: bool, quiet: bool,
+            files: int) -> str:
     """The report in `fmt`; with `quiet` only the summary line, and nothing when clean."""
     if fmt == "json":
         from cake_core.diagnostics.json_format import render_json
