@@ -10,6 +10,11 @@ crash (LangGraph resumes from the last checkpoint, so the interrupted node runs 
 writes the same rows under the same keys.  Model answers are kept in `usage`, so a
 resumed run replays an answer it already paid for instead of calling the model again.
 Every string goes through `redact.scrub` on the way in.
+
+A run's stored status is what its process last said.  A process killed outright says
+nothing, so a run also records its owner (`owner.py`) whenever it starts or resumes, and
+the readers (`run`, `list_runs`) report a `running` run whose owner is gone as
+`interrupted`.
 """
 
 from __future__ import annotations
@@ -23,18 +28,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from cake_agents.owner import Owner, current_owner
 from cake_agents.redact import scrub, scrub_obj
 from cake_agents.signature import FailureSignature
 
 STORE_NAME = "runs.sqlite"
-SCHEMA_VERSION = 2
-"""2: failures keyed by an ordinal too (equal failures of one step are kept apart)."""
+SCHEMA_VERSION = 3
+"""2: failures keyed by an ordinal too (equal failures of one step are kept apart).
+3: runs record their owner process (owner_host, owner_pid, owner_token)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, task TEXT, mode TEXT, model TEXT, seed_rng INTEGER,
-    created REAL, updated REAL, status TEXT, stop_reason TEXT, config TEXT, summary TEXT);
+    created REAL, updated REAL, status TEXT, stop_reason TEXT, config TEXT, summary TEXT,
+    owner_host TEXT, owner_pid INTEGER, owner_token TEXT);
 CREATE TABLE IF NOT EXISTS candidates (
     run_id TEXT, hash TEXT, parent TEXT, tactic TEXT, params TEXT, origin TEXT,
     step INTEGER, text TEXT, created REAL, PRIMARY KEY (run_id, hash));
@@ -98,6 +106,10 @@ class RunsStore:
             self._conn.execute(f"INSERT OR IGNORE INTO failures ({keep}, ordinal) "
                                f"SELECT {keep}, 0 FROM failures_v1")
             self._conn.execute("DROP TABLE failures_v1")
+        cols = [r[1] for r in self._conn.execute("PRAGMA table_info(runs)").fetchall()]
+        if cols and "owner_pid" not in cols:
+            for col in ("owner_host TEXT", "owner_pid INTEGER", "owner_token TEXT"):
+                self._conn.execute(f"ALTER TABLE runs ADD COLUMN {col}")
 
     def close(self) -> None:
         with self._lock:
@@ -120,20 +132,19 @@ class RunsStore:
     # -- runs ----------------------------------------------------------------------------
     def create_run(self, run_id: str, *, task: str, mode: str, model: str | None,
                    seed_rng: int, config: dict[str, Any]) -> None:
-        now = time.time()
+        now, owner = time.time(), current_owner()
         with self._tx() as c:
-            c.execute("INSERT OR IGNORE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            c.execute("INSERT OR IGNORE INTO runs (run_id, task, mode, model, seed_rng, "
+                      "created, updated, status, stop_reason, config, summary, owner_host, "
+                      "owner_pid, owner_token) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                       (run_id, task, mode, model or "", seed_rng, now, now, "running", "",
-                       json.dumps(scrub_obj(config)), "{}"))
+                       json.dumps(scrub_obj(config)), "{}", owner.host, owner.pid,
+                       owner.token))
 
     def run(self, run_id: str) -> dict[str, Any] | None:
+        """The run's row, its status as it stands now (see `_decode`)."""
         rows = self._rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
-        if not rows:
-            return None
-        row = rows[0]
-        row["config"] = json.loads(row["config"] or "{}")
-        row["summary"] = json.loads(row["summary"] or "{}")
-        return row
+        return _decode(rows[0]) if rows else None
 
     def find_run(self, ref: str) -> str:
         """The run id for `ref`: an id, a unique prefix of one, or `latest`."""
@@ -154,15 +165,16 @@ class RunsStore:
         return str(ids[0])
 
     def list_runs(self) -> list[dict[str, Any]]:
-        rows = self._rows("SELECT * FROM runs ORDER BY created")
-        for r in rows:
-            r["config"] = json.loads(r["config"] or "{}")
-            r["summary"] = json.loads(r["summary"] or "{}")
-        return rows
+        return [_decode(r) for r in self._rows("SELECT * FROM runs ORDER BY created")]
 
     def set_status(self, run_id: str, status: str, *, stop_reason: str = "",
                    summary: dict[str, Any] | None = None) -> None:
+        """Record `status`; `running` also makes this process the run's owner."""
         with self._tx() as c:
+            if status == "running":
+                owner = current_owner()
+                c.execute("UPDATE runs SET owner_host=?, owner_pid=?, owner_token=? "
+                          "WHERE run_id=?", (owner.host, owner.pid, owner.token, run_id))
             if summary is None:
                 c.execute("UPDATE runs SET status=?, stop_reason=?, updated=? WHERE run_id=?",
                           (status, scrub(stop_reason), time.time(), run_id))
@@ -291,3 +303,21 @@ class RunsStore:
     def artifacts(self, run_id: str) -> dict[str, str]:
         return {r["name"]: r["content"] for r in
                 self._rows("SELECT name, content FROM artifacts WHERE run_id=?", (run_id,))}
+
+
+def _decode(row: dict[str, Any]) -> dict[str, Any]:
+    """A runs row with its JSON fields parsed and a dead owner's `running` made `interrupted`.
+
+    `owner` says who ran it (`host:pid`, "" for a store written before owners were kept).
+    A run owned by another host keeps its stored status: its process cannot be seen here.
+    """
+    row["config"] = json.loads(row["config"] or "{}")
+    row["summary"] = json.loads(row["summary"] or "{}")
+    host, pid = row.pop("owner_host"), row.pop("owner_pid")
+    token = row.pop("owner_token")
+    row["owner"] = f"{host}:{pid}" if host else ""
+    if row["status"] == "running" and host and Owner(host, pid, token or "").alive() is False:
+        row["status"] = "interrupted"
+        row["stop_reason"] = (f"its process ({pid} on {host}) ended without finishing; "
+                              "resume with --resume")
+    return row

@@ -156,6 +156,7 @@ def check(paths: tuple[str, ...], arch: str | None, fmt: str, output: str | None
     if resources and fmt == "text":
         text += _resource_tables(results, arch)
     if output:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
         Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
     elif text:
         click.echo(text, nl=not text.endswith("\n"), err=fix and from_stdin)

@@ -26,6 +26,12 @@ GEMM_SM80 = (ROOT / "examples" / "gemm_sm80.cake").read_text(encoding="utf-8")
 """The sm_80 GEMM example (C = A @ B.T, f16 in, f32 accumulator); tests vary its epilogue
 `cast(acc, f16)` by textual replacement."""
 
+GEMM_VARIANTS = sorted(p for p in (ROOT / "tests" / "cost" / "data").glob("gemm_*.cake")
+                       if p.name != "gemm_banks_row_major_sm80.cake")
+"""GEMMs built differently from the examples (persistent, prefetching, one role, mbarrier
+rings, swizzled sm_80): the cost tests' kernels that check clean, that is all but the
+bank-conflicted twin."""
+
 
 def simulate_gemm_sm80(res: CheckResult, dims: dict[str, int], seed: int
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

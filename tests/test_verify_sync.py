@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from kernels import GEMM_SM90 as GEMM
+from kernels import GEMM_VARIANTS
 
 from cake_core.check import check_text
 from cake_core.diagnostics.model import Applicability, Diagnostic, apply_edits
@@ -153,7 +154,6 @@ def test_templates_are_clean(name: str) -> None:
 
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.cake"))
-SAMPLE = Path("/tmp/k/g.cake")
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -161,9 +161,9 @@ def test_examples_have_no_sync_findings(path: Path) -> None:
     assert run(path.read_text(encoding="utf-8")) == []
 
 
-@pytest.mark.skipif(not SAMPLE.is_file(), reason="the sample GEMM is not on this machine")
-def test_sample_gemm_has_no_sync_findings() -> None:
-    assert run(SAMPLE.read_text(encoding="utf-8")) == []
+@pytest.mark.parametrize("path", GEMM_VARIANTS, ids=lambda p: p.name)
+def test_gemm_variants_have_no_sync_findings(path: Path) -> None:
+    assert run(path.read_text(encoding="utf-8")) == []
 
 
 def test_loops_are_unrolled_past_two_laps_of_the_ring() -> None:

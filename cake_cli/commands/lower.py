@@ -51,6 +51,7 @@ def lower(file: str, output: str | None, kernel_name: str | None, arch: str | No
     if res.cu is not None:
         if output:
             out = Path(output)
+            out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(res.cu, encoding="utf-8")
             out.with_suffix(".json").write_text(json.dumps(res.meta, indent=2) + "\n",
                                                 encoding="utf-8")

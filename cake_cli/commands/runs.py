@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 _RUN_DIR = click.option("--run-dir", type=click.Path(file_okay=False), default="cake-runs",
                         show_default=True, help="Where runs are stored.")
-
+_LIST_ROW = "{:<40} {:<16} {:<10} {:<12} {:>5} {:>8}  {:<16}  {}"
+"""The columns of `runs list`, shared by its header and its rows so that they line up."""
 
 
 def _find(store: RunsStore, ref: str) -> str:
@@ -50,23 +51,30 @@ def runs() -> None:
 @_RUN_DIR
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_cmd(run_dir: str, as_json: bool) -> None:
-    """One line per run: id, task, mode, status, evaluations, best speedup."""
+    """One line per run under a header: id, task, mode, status, evaluations, best speedup.
+
+    A run whose process ended without finishing (killed, or the machine went down) shows
+    as `interrupted`, not `running`.
+    """
     store = open_runs_store(run_dir, "--run-dir")
     rows = store.list_runs()
     if as_json:
         click.echo(json.dumps([{k: r[k] for k in ("run_id", "task", "mode", "model", "status",
-                                                   "stop_reason", "created", "summary")}
+                                                   "stop_reason", "owner", "created",
+                                                   "summary")}
                                for r in rows], indent=2))
         return
     if not rows:
         click.echo("no runs")
         return
+    click.echo(_LIST_ROW.format("RUN", "TASK", "MODE", "STATUS", "EVALS", "BEST", "STARTED",
+                                "MODEL").rstrip())
     for r in rows:
         s = r["summary"] or {}
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created"]))
-        click.echo(f"{r['run_id']:<40} {r['task']:<16} {r['mode']:<10} {r['status']:<12} "
-                   f"{s.get('evals', 0):>4} evals  best {_speedup(s.get('best_score')):>8}  "
-                   f"{when}  {r['model'] or 'offline'}")
+        click.echo(_LIST_ROW.format(r["run_id"], r["task"], r["mode"], r["status"],
+                                    s.get("evals", 0), _speedup(s.get("best_score")), when,
+                                    r["model"] or "offline"))
 
 
 @runs.command()
@@ -96,6 +104,8 @@ def show(run: str, run_dir: str, as_json: bool) -> None:
     click.echo(f"task     {r['task']} ({r['mode']}), model {r['model'] or 'none (offline)'}, "
                f"seed rng {r['seed_rng']}")
     click.echo(f"status   {r['status']}" + (f": {r['stop_reason']}" if r["stop_reason"] else ""))
+    if r["owner"]:
+        click.echo(f"process  {r['owner']} (host:pid that ran it last)")
     click.echo(f"budgets  evaluations {cfg.get('budget_evals') or 'default'}, tokens "
                f"{cfg.get('budget_tokens') or '-'}, dollars {cfg.get('budget_usd') or '-'}")
     usage = s.get("usage", {})

@@ -31,6 +31,32 @@ def test_extract_takes_the_longest_python_block() -> None:
     assert got.text == GEMM
 
 
+DOCUMENTED = GEMM + '\nUSAGE = """\n```\ngemm(A, B, C)\n```\n"""\n'
+"""A kernel whose text holds a fence line: only a longer fence can hold it whole."""
+
+
+def _indented(text: str, prefix: str) -> str:
+    return "".join(prefix.rstrip() + line if line == "\n" else prefix + line
+                   for line in text.splitlines(keepends=True))
+
+
+@pytest.mark.parametrize(("answer", "kernel"), [
+    ("Here:\n\n~~~python\n" + GEMM + "~~~\n", GEMM),
+    ("1. The kernel:\n\n   ```python\n" + _indented(GEMM, "   ") + "   ```\n", GEMM),
+    ("````python\n" + DOCUMENTED + "````\n", DOCUMENTED),
+    (fenced(GEMM).replace("\n", "\r\n"), GEMM),
+    ("> ```python\n" + _indented(GEMM, "> ") + "> ```\n", GEMM),
+], ids=["tildes", "in-a-list", "longer-fence", "crlf", "in-a-quote"])
+def test_extract_reads_every_markdown_fence(answer: str, kernel: str) -> None:
+    assert extract_kernel(answer, "stop").text == kernel
+
+
+def test_a_closed_block_of_another_language_is_not_a_truncated_answer() -> None:
+    with pytest.raises(MalformedOutput) as err:
+        extract_kernel("```bash\nls\n```\n", "stop")
+    assert err.value.reason == "no-code-block"
+
+
 def test_garbage_then_a_kernel(run_dir: Path, lsp: Any) -> None:
     better = GEMM.replace("STAGES = 4", "STAGES = 3", 1)
     model = ScriptedModel(["Sorry, I can't help with that.",

@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from agent_support import ROOT, run
+from click.testing import CliRunner
+
+from cake_cli.main import main
 
 ARGS = ["gemm_bf16", "--budget-evals", "6", "--seed-rng", "5", "--executor", "inline",
         "--gates", "static,sim,cost"]
@@ -70,6 +73,8 @@ def test_kill_9_then_resume_matches_an_uninterrupted_run(tmp_path: Path, lsp: An
     (run_id, status) = db.execute("SELECT run_id, status FROM runs").fetchone()
     db.close()
     assert status == "running"  # it died without a chance to say anything
+    listed = CliRunner().invoke(main, ["runs", "list", "--run-dir", str(killed)])
+    assert listed.output.splitlines()[1].split()[3] == "interrupted"  # its process is gone
 
     resumed = subprocess.run(_cake("evolve", "--resume", run_id[:12], "--run-dir",
                                    str(killed), "--quiet"),
