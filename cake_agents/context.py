@@ -99,7 +99,7 @@ def load_task_info(config: EvolveConfig) -> TaskInfo:
         try:
             text = entry.path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise SetupError(f"cannot read the task's kernel {entry.source}") from exc
+            raise SetupError(f"cannot read the task's kernel {entry.path}") from exc
         kernel = entry.kernel
         seed_path = display_path(entry.path)
     entry_obj = task.kernels[entry_index] if entry_index is not None else None
