@@ -1,5 +1,6 @@
 # Two entry points for a fresh machine (Python 3.11+): `make main` and `make test`.
-# Both create .venv on first use and install CAKE with its dev tools and first-party plugins.
+# Both create .venv on first use and install CAKE (its first-party plugins included) with its
+# dev tools.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -7,15 +8,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: main test lint bench clean
 
-# Every first-party plugin is its own package: a new or changed plugins/*/pyproject.toml
-# reinstalls, so `make test` never runs against a plugin that is not installed.
-$(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml)
+# The first-party plugins ship in the main distribution (setup.py): a .venv that still holds
+# them as distributions of their own would load each plugin twice, so those are removed.
+$(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip uninstall --quiet --yes cake-tactics cake-kmeans 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	@for p in plugins/*/; do \
-		if [ -f "$$p/pyproject.toml" ]; then $(BIN)/python -m pip install --quiet -e "$$p"; fi; \
-	done
 	touch $(STAMP)
 
 ## The main job on its embedded defaults: evolve the Flash-KMeans assignment kernel offline

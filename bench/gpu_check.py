@@ -55,18 +55,24 @@ HIGHLIGHTS = (
 BIG_SHAPE_BYTES = 256e6
 
 
+def example_of(entry: KernelEntry) -> str:
+    """The entry's kernel file relative to the repository (a task names it relative to
+    itself)."""
+    return Path(os.path.relpath(entry.path, ROOT)).as_posix()
+
+
 def entries() -> list[tuple[Task, KernelEntry]]:
     """Every (task, kernel entry); the ones with headline comparisons first."""
     out = [(t, e) for name in task_names() for t in [load_task(name)] for e in t.kernels]
     first = {(h[1], h[2]) for h in HIGHLIGHTS}
-    return sorted(out, key=lambda te: (te[0].name, te[1].source) not in first)
+    return sorted(out, key=lambda te: (te[0].name, example_of(te[1])) not in first)
 
 
 def shapes_for(task: Task, entry: KernelEntry) -> list[Shape]:
     shapes = list(task.shapes_for(entry, sim=False))
     have = [dict(s.dims) for s in shapes]
     for _, tname, src, dims in HIGHLIGHTS:
-        if tname == task.name and src == entry.source and dims not in have:
+        if tname == task.name and src == example_of(entry) and dims not in have:
             shapes.append(Shape(dims, label="headline comparison"))
     return shapes
 
@@ -111,7 +117,7 @@ def main() -> int:
     notes: list[str] = []
     backend = args.backend
     for task, entry in entries():
-        example = entry.source
+        example = example_of(entry)
         shapes = shapes_for(task, entry)
         elapsed = time.monotonic() - t0
         if elapsed > args.budget:
@@ -124,7 +130,7 @@ def main() -> int:
             continue
         print(f"  {example} on {task.name}: {len(shapes)} shapes ...", flush=True)
         try:
-            out = bench(ROOT / entry.source, entry.kernel, task, replace(opts, shapes=shapes))
+            out = bench(ROOT / example, entry.kernel, task, replace(opts, shapes=shapes))
         except BenchSetupError as exc:
             msg = str(exc) + "".join(f"\n      {d.code}: {d.message}" for d in exc.diagnostics[:3])
             notes.append(f"{example}: {msg}")
@@ -136,7 +142,7 @@ def main() -> int:
             continue
         backend = out.report.backend
         reports.append(out.report.to_json())
-        rel = os.path.relpath(ROOT / entry.source, RESULTS)
+        rel = os.path.relpath(ROOT / example, RESULTS)
         runs += out.report.calibration_runs(Path(rel).as_posix())
         for s in out.report.shapes:
             rows.append(_row(example, task.name, s))

@@ -20,7 +20,7 @@ DEFAULT_EVALS_MODEL = 24
 @dataclass
 class EvolveConfig:
     task: str
-    """A task name in examples/tasks/ or a path to a task file."""
+    """A task name (shipped, or in ./examples/tasks/) or a path to a task file."""
     mode: Mode = "clean"
     seed_kernel: str | None = None
     """`--seed KERNEL`: a .cake file (optionally `file.cake::kernel`), reference mode."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from cake_agents.config import EvolveConfig
 from cake_agents.records import Candidate
 from cake_agents.scoring import Bucket, ShapeSpec, make_buckets, shape_specs
+from cake_core.source import display_path
 
 if TYPE_CHECKING:
     from cake_agents.executor import Executor
@@ -98,9 +99,9 @@ def load_task_info(config: EvolveConfig) -> TaskInfo:
         try:
             text = entry.path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise SetupError(f"cannot read the task's kernel {entry.source}") from exc
+            raise SetupError(f"cannot read the task's kernel {entry.path}") from exc
         kernel = entry.kernel
-        seed_path = entry.source
+        seed_path = display_path(entry.path)
     entry_obj = task.kernels[entry_index] if entry_index is not None else None
     raw = task.shapes_for(entry_obj, sim=False)
     shapes = shape_specs((s.dims, s.weight, s.label) for s in raw)

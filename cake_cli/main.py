@@ -59,6 +59,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "runs": "cake_cli.commands.runs:runs",
     "failures": "cake_cli.commands.failures:failures",
     "promote": "cake_cli.commands.promote:promote",
+    "examples": "cake_cli.commands.examples:examples",
 }
 
 
@@ -75,8 +76,20 @@ class LazyCakeGroup(CakeGroup):
         return super().get_command(ctx, cmd_name)
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """`cake --version`: the release, and the plugin API a plugin must be written against."""
+    if not value or ctx.resilient_parsing:
+        return
+    from cake_core import __version__
+    from cake_core.plugins.api import PLUGIN_API_VERSION
+
+    click.echo(f"cake {__version__} (plugin API {PLUGIN_API_VERSION})")
+    ctx.exit()
+
+
 @click.group(cls=LazyCakeGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="cake-kernels", prog_name="cake")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the version and the plugin API version.")
 def main() -> None:
     """CAKE: write, verify, cost and lower hardware-explicit GPU kernels."""
 

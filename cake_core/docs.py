@@ -1,7 +1,8 @@
 """Where rule documentation lives and how to read it at run time.
 
-The pages in docs/rules/ are the source of truth; an installed wheel without the docs
-folder still explains a code from the rule table, so `cake explain` never fails.
+The pages in docs/rules/ are the source of truth, and the wheel ships them as package
+data (`cake_core.shipped`); a code without a page (a plugin's, say) is still explained
+from the rule table, so `cake explain` never fails.
 """
 
 from __future__ import annotations
@@ -9,12 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from cake_core.diagnostics.codes import Rule
-
-DOCS_DIR = Path(__file__).resolve().parent.parent / "docs"
+from cake_core.shipped import RULES_DIR
 
 
 def rule_doc_path(code: str) -> Path:
-    return DOCS_DIR / "rules" / f"{code.upper()}.md"
+    return RULES_DIR / f"{code.upper()}.md"
 
 
 def rule_doc(rule: Rule) -> str:

@@ -15,6 +15,15 @@ from typing import NamedTuple
 BOM = "\ufeff"
 
 
+def display_path(path: Path) -> str:
+    """The path as a user reads it: relative to the working directory when it lies under
+    it (so reports stay short and stable from run to run), else as given."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
 class Position(NamedTuple):
     """A point in a source file.
 

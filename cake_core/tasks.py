@@ -1,10 +1,12 @@
 """Tasks: what a kernel must compute, how to feed it, and how to judge its output.
 
-A task is a Python module in `examples/tasks/` that defines `TASK = Task(...)`: the
-kernel entries that implement it (a .cake file and kernel name each), a seeded input
+A task is a Python module that defines `TASK = Task(...)`: the kernel entries that
+implement it (a .cake file, relative to the task file, and a kernel name each), a seeded input
 generator, a numpy reference, the shapes to test (weighted, the headline first), small
 shapes for the simulator (ragged edges included), tolerances per output dtype, and the
-baseline GPU timing compares against.
+baseline GPU timing compares against.  A task is named by its file's stem and found in
+the tasks CAKE ships (`cake_core.shipped.TASKS_DIR`), then in `./examples/tasks/`, where a
+user keeps their own; any task file can also be given by path.
 
 Tasks are trusted code written by people, and only people write them: `load_task`
 imports the module by file path, which is exactly what must never happen to kernel text
@@ -22,8 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-TASKS_DIR = ROOT / "examples" / "tasks"
+from cake_core.shipped import TASKS_DIR
+
+#: Where a user's own tasks are looked for by name, after the shipped ones.
+LOCAL_TASKS_DIR = Path("examples") / "tasks"
 
 Arrays = dict[str, np.ndarray]
 Dims = Mapping[str, int]
@@ -57,6 +61,8 @@ class Tolerance:
 class KernelEntry:
     """A kernel that implements the task.
 
+    `source` is relative to the task file (`load_task` records the file's folder in
+    `base`), so a task and its kernels can be installed or copied anywhere together.
     `params` maps the task's tensor names to the kernel's parameter names where they
     differ (`{"B": "W"}`); `shapes` / `sim_shapes` replace the task's when the kernel only
     covers part of the problem space (a small-M GEMM).
@@ -67,10 +73,11 @@ class KernelEntry:
     params: Mapping[str, str] = field(default_factory=dict)
     shapes: tuple[Shape, ...] = ()
     sim_shapes: tuple[Shape, ...] = ()
+    base: Path = Path()
 
     @property
     def path(self) -> Path:
-        return ROOT / self.source
+        return self.base / self.source
 
 
 @dataclass(frozen=True)
@@ -164,18 +171,32 @@ def as_dtype(x: np.ndarray, dtype: str) -> np.ndarray:
     return round_to(np.asarray(x, dtype=np.float32), DTYPE_NAMES[dtype])
 
 
+def _task_dirs() -> list[Path]:
+    """The folders tasks are looked up in by name, in order (one, in a checkout's root)."""
+    dirs = [TASKS_DIR]
+    if LOCAL_TASKS_DIR.is_dir() and LOCAL_TASKS_DIR.resolve() != TASKS_DIR.resolve():
+        dirs.append(LOCAL_TASKS_DIR)
+    return dirs
+
+
 def task_names() -> list[str]:
-    return sorted(p.stem for p in TASKS_DIR.glob("*.py") if not p.name.startswith("_"))
+    return sorted({p.stem for d in _task_dirs() for p in d.glob("*.py")
+                   if not p.name.startswith("_")})
+
+
+def _find_task(name: str) -> Path | None:
+    return next((d / f"{name}.py" for d in _task_dirs() if (d / f"{name}.py").is_file()), None)
 
 
 def load_task(path_or_name: str | Path) -> Task:
-    """Import a task module by file path (or by name from examples/tasks/); return TASK."""
-    p = Path(path_or_name)
-    if not p.suffix:
-        p = TASKS_DIR / f"{p.name}.py"
-    if not p.is_file():
+    """Import a task module by file path (or by name, see the module docstring); return TASK."""
+    p: Path | None = Path(path_or_name)
+    if p is not None and not p.suffix:
+        p = _find_task(p.name)
+    if p is None or not p.is_file():
         known = ", ".join(task_names()) or "none"
-        raise TaskError(f"no task {str(path_or_name)!r} (tasks in examples/tasks: {known})")
+        where = " and ".join(d.as_posix() for d in _task_dirs())
+        raise TaskError(f"no task {str(path_or_name)!r} (tasks in {where}: {known})")
     mod_name = f"cake_task_{p.stem}"
     spec = importlib.util.spec_from_file_location(mod_name, p)
     if spec is None or spec.loader is None:
@@ -192,4 +213,6 @@ def load_task(path_or_name: str | Path) -> Task:
         raise TaskError(f"{p} does not define TASK = Task(...)")
     if not task.path:
         object.__setattr__(task, "path", p.as_posix())
+    for entry in task.kernels:
+        object.__setattr__(entry, "base", p.parent)
     return task

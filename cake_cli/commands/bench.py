@@ -45,7 +45,7 @@ def _shapes(values: tuple[str, ...]) -> list[Shape] | None:
 @click.command(name="bench")
 @click.argument("kernel", metavar="KERNEL")
 @click.option("--task", "task_name", required=True,
-              help="Task name (examples/tasks/NAME.py) or a task file path.")
+              help="Task name (shipped, or ./examples/tasks/NAME.py) or a task file path.")
 @click.option("--shapes", "shapes", multiple=True, metavar="NAME=INT,...",
               help="A shape to run instead of the task's (repeatable, or `;`-separated).")
 @click.option("--seeds", type=click.IntRange(1, 16), default=2, show_default=True,

@@ -63,7 +63,7 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
            budget_tokens: int | None, budget_usd: float | None, budget_evals: int | None,
            run_dir: str, resume: str | None, seed_rng: int, batch: int | None,
            executor: str, workers: int, gates: str, quiet: bool) -> None:
-    """Evolve a kernel for TASK (a name in examples/tasks/ or a task file) under a budget.
+    """Evolve a kernel for TASK (a task name or a task file) under a budget.
 
     Agents (planner, coder, checker, repairer, evaluator, archivist, reflector) read the
     diagnostics of `cake lsp`, run the simulator and the cost model, and keep the best

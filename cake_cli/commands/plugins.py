@@ -38,23 +38,25 @@ def list_cmd(verbose: bool) -> None:
 
 @plugins.command()
 def doctor() -> None:
-    """Load every plugin, run its rules on the examples, and report what fails."""
+    """Load every plugin, run its rules on the examples, and report what fails.
+
+    The examples are ./examples/*.cake when there are any, else the shipped ones.
+    """
     from cake_core.check import check_source
     from cake_core.plugins import load_config, load_plugins
-    from cake_core.source import SourceFile
+    from cake_core.shipped import EXAMPLES_DIR
+    from cake_core.source import SourceFile, display_path
 
     ps = load_plugins(load_config())
     for warning in ps.warnings:
         click.echo(f"config: {warning}")
-    samples = sorted(Path("examples").glob("*.cake")) if Path("examples").is_dir() else []
+    samples = sorted(Path("examples").glob("*.cake")) or sorted(EXAMPLES_DIR.glob("*.cake"))
     for s in samples:
-        check_source(SourceFile.read(s, s.as_posix()), plugins=ps)
+        check_source(SourceFile.read(s, display_path(s)), plugins=ps)
     for p in ps.plugins:
         click.echo(f"ok    {p.name} {p.version}")
     for f in ps.failures:
         click.echo(f"FAIL  {f.plugin}{':' + f.item if f.item else ''}: {f.reason}")
-    if not samples:
-        click.echo("(no examples/ folder here: rules were loaded but not exercised)")
     sys.exit(1 if ps.failures or ps.warnings else 0)
 
 

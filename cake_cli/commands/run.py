@@ -36,7 +36,7 @@ SCHEMA = "cake.run/1"
 @click.command(name="run")
 @click.argument("kernel", metavar="KERNEL")
 @click.option("--task", "task_name", required=True,
-              help="Task name (examples/tasks/NAME.py) or a task file path.")
+              help="Task name (shipped, or ./examples/tasks/NAME.py) or a task file path.")
 @click.option("--sim", is_flag=True,
               help="Run in the CPU simulator (without it: on the GPU, through the runner).")
 @click.option("--dims", "dims", metavar="NAME=INT,...",

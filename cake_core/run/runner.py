@@ -38,7 +38,7 @@ from cake_core.run.results import (
     Finding,
     ShapeResult,
 )
-from cake_core.source import SourceFile
+from cake_core.source import SourceFile, display_path
 from cake_core.tasks import KernelEntry, Shape, Task
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -115,19 +115,12 @@ class _Candidate:
     """The worker's kernel spec."""
 
 
-def _display(path: Path) -> str:
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()
-
-
 def load_kernel(path: Path, kernel_name: str | None, task: Task) -> tuple[SourceFile, Any, list]:
     """Check the file and pick the kernel (by name, the only one, or the task's)."""
     from cake_core.check import check_source
 
     try:
-        src = SourceFile.read(path, _display(path))
+        src = SourceFile.read(path, display_path(path))
     except OSError as exc:
         raise BenchSetupError(f"cannot read {path}: {exc.strerror}") from exc
     static = check_source(src)

@@ -27,9 +27,9 @@ TASK = Task(
     name="gemm_bf16",
     description=__doc__.strip().splitlines()[0],
     kernels=(
-        KernelEntry("examples/gemm_sm90.cake", "gemm_sm90"),
+        KernelEntry("../gemm_sm90.cake", "gemm_sm90"),
         KernelEntry(
-            "examples/tinygemm_sm90.cake", "tinygemm_sm90", params={"B": "W"},
+            "../tinygemm_sm90.cake", "tinygemm_sm90", params={"B": "W"},
             shapes=(Shape({"M": 16, "N": 8192, "K": 8192}, 1.0, "decode, 16 tokens"),
                     Shape({"M": 1, "N": 8192, "K": 8192}, 0.5, "decode, 1 token"),
                     Shape({"M": 64, "N": 4096, "K": 14336}, 0.5, "decode, 64 tokens")),

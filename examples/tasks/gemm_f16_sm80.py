@@ -24,7 +24,7 @@ def reference(x: dict[str, np.ndarray], dims) -> dict[str, np.ndarray]:
 TASK = Task(
     name="gemm_f16_sm80",
     description=__doc__.strip().splitlines()[0],
-    kernels=(KernelEntry("examples/gemm_sm80.cake", "gemm_sm80"),),
+    kernels=(KernelEntry("../gemm_sm80.cake", "gemm_sm80"),),
     inputs=inputs,
     reference=reference,
     outputs=("C",),

@@ -82,7 +82,7 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, t: dict[str, np.ndarra
 TASK = Task(
     name="kmeans_assign",
     description=__doc__.strip().splitlines()[0],
-    kernels=(KernelEntry("examples/kmeans_assign_sm90.cake", "kmeans_assign_sm90"),),
+    kernels=(KernelEntry("../kmeans_assign_sm90.cake", "kmeans_assign_sm90"),),
     inputs=inputs,
     reference=reference,
     outputs=("out",),

@@ -13,7 +13,9 @@ import pytest
 
 from cake_core.sim import SimKernel
 from cake_core.sim.tasks_run import run_task
-from cake_core.tasks import ROOT, load_task
+from cake_core.tasks import load_task
+
+ROOT = Path(__file__).resolve().parents[2]
 
 EXAMPLES = [
     ("gemm_bf16", "examples/gemm_sm90.cake", "gemm_sm90"),

@@ -14,7 +14,9 @@ from cake_core.ir.kernel import Op, Value
 from cake_core.ir.types import SmemLayout, SmemType
 from cake_core.sim import SimKernel, SimResult, simulate
 from cake_core.sim.layout import SmemFault, SmemView
-from cake_core.tasks import ROOT, as_dtype
+from cake_core.tasks import as_dtype
+
+ROOT = Path(__file__).resolve().parents[2]
 
 DATA = Path(__file__).resolve().parent / "data"
 Launch = Callable[..., list[SimResult]]

@@ -10,7 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from cake_cli.main import main
-from cake_core.tasks import ROOT, TaskError, Tolerance, allclose, load_task, task_names
+from cake_core.tasks import TaskError, Tolerance, allclose, load_task, task_names
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_task_loads_and_describes_itself() -> None:
