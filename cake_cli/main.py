@@ -12,6 +12,7 @@ import difflib
 import importlib
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import click
 
@@ -89,6 +90,14 @@ def _collect(paths: tuple[str, ...]) -> list[Path]:
     return files
 
 
+def _absolute_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Code scanning ignores a relative helpUri, so only an absolute URL is accepted."""
+    parts = urlsplit(value or "")
+    if value is not None and not (parts.scheme and parts.netloc):
+        raise click.BadParameter(f"{value!r} is not an absolute URL (e.g. https://host/path/)")
+    return value
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--arch", help="Target arch for every kernel (overrides @kernel(arch=...)).")
@@ -98,8 +107,11 @@ def _collect(paths: tuple[str, ...]) -> list[Path]:
 @click.option("--resources", is_flag=True,
               help="Also print the per-role and per-buffer resource table.")
 @click.option("--color/--no-color", default=None, help="Colour (default: when on a terminal).")
+@click.option("--sarif-help-base", metavar="URL", callback=_absolute_url,
+              help="Absolute URL that each rule's docs/rules/CODE.md is joined to for its "
+                   "SARIF helpUri (default: this version's tag of the CAKE repository).")
 def check(paths: tuple[str, ...], arch: str | None, fmt: str, output: str | None,
-          resources: bool, color: bool | None) -> None:
+          resources: bool, color: bool | None, sarif_help_base: str | None) -> None:
     """Check .cake files (or every .cake file under a directory).
 
     Exit status: 0 clean, 1 findings (errors or warnings), 2 usage or internal error.
@@ -130,9 +142,11 @@ def check(paths: tuple[str, ...], arch: str | None, fmt: str, output: str | None
 
         text = render_json(diags, sources)
     elif fmt == "sarif":
-        from cake_core.diagnostics.sarif import render_sarif
+        from cake_core.diagnostics.sarif import HELP_BASE_URI, render_sarif, repository_root
+        from cake_core.docs import rule_doc
 
-        text = render_sarif(diags, sources, repo_root=Path.cwd())
+        text = render_sarif(diags, sources, repo_root=repository_root(Path.cwd()),
+                            help_base_uri=sarif_help_base or HELP_BASE_URI, rule_docs=rule_doc)
     else:
         from cake_core.diagnostics.text import render_summary, render_text
 
