@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TOOLS := tests/tools
+TOOLS_STAMP := $(TOOLS)/node_modules/.installed
 
 .PHONY: main test lint bench clean
 
@@ -22,8 +24,17 @@ $(STAMP): pyproject.toml setup.py
 main: $(STAMP)
 	$(BIN)/cake evolve kmeans_assign
 
+# npm packages the tests run (tests/tools/package.json): the SARIF Multitool. Without npm
+# the tests that need them are skipped, and say so.
+$(TOOLS_STAMP): $(TOOLS)/package.json $(TOOLS)/package-lock.json
+	@if command -v npm >/dev/null; then \
+		npm ci --prefix $(TOOLS) --no-audit --no-fund --loglevel=error && touch $(TOOLS_STAMP); \
+	else \
+		echo "npm not found: tests that need $(TOOLS) (the SARIF Multitool) will be skipped"; \
+	fi
+
 ## The whole test suite (slow tests included; GPU tests skip without a GPU).
-test: $(STAMP)
+test: $(STAMP) $(TOOLS_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
@@ -37,4 +48,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/check_latency.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache $(TOOLS)/node_modules

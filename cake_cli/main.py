@@ -13,6 +13,7 @@ import importlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import click
 
@@ -94,6 +95,14 @@ def main() -> None:
     """CAKE: write, verify, cost and lower hardware-explicit GPU kernels."""
 
 
+def _absolute_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Code scanning ignores a relative helpUri, so only an absolute URL is accepted."""
+    parts = urlsplit(value or "")
+    if value is not None and not (parts.scheme and parts.netloc):
+        raise click.BadParameter(f"{value!r} is not an absolute URL (e.g. https://host/path/)")
+    return value
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--arch", help="Target arch for every kernel (overrides @kernel(arch=...)).")
@@ -120,10 +129,14 @@ def main() -> None:
               help="Print only the summary line, and nothing when there is no finding.")
 @click.option("--stdin-filename", metavar="PATH",
               help="With `-`: the name to report the text read from stdin under.")
+@click.option("--sarif-help-base", metavar="URL", callback=_absolute_url,
+              help="Absolute URL that each rule's docs/rules/CODE.md is joined to for its "
+                   "SARIF helpUri (default: this version's tag of the CAKE repository).")
 def check(paths: tuple[str, ...], arch: str | None, fmt: str, output: str | None,
           resources: bool, color: bool | None, fix: bool, unsafe_fixes: bool, diff: bool,
           select: tuple[str, ...], ignore: tuple[str, ...], extend_select: tuple[str, ...],
-          exit_zero: bool, statistics: bool, quiet: bool, stdin_filename: str | None) -> None:
+          exit_zero: bool, statistics: bool, quiet: bool, stdin_filename: str | None,
+          sarif_help_base: str | None) -> None:
     """Check .cake files (or every .cake file under a directory; `-` reads stdin).
 
     Exit status: 0 clean, 1 findings (errors or warnings) or, with --diff, fixes to
@@ -163,7 +176,7 @@ def check(paths: tuple[str, ...], arch: str | None, fmt: str, output: str | None
         sys.exit(EXIT_FINDINGS if fixed else EXIT_CLEAN)
     diags = [d for r in results for d in r.diagnostics]
     text = _report(diags, {r.source.path: r.source for r in results}, fmt, color, output,
-                   statistics, quiet, len(sources))
+                   statistics, quiet, len(sources), sarif_help_base)
     if fix and fixed and not quiet and fmt == "text":
         text = f"fixed {_findings(len(fixed))}\n" + text
     if resources and fmt == "text":
@@ -185,16 +198,18 @@ def _findings(n: int) -> str:
 
 def _report(diags: list[Diagnostic], sources: dict[str, SourceFile], fmt: str,
             color: bool | None, output: str | None, statistics: bool, quiet: bool,
-            files: int) -> str:
+            files: int, sarif_help_base: str | None) -> str:
     """The report in `fmt`; with `quiet` only the summary line, and nothing when clean."""
     if fmt == "json":
         from cake_core.diagnostics.json_format import render_json
 
         return render_json(diags, sources)
     if fmt == "sarif":
-        from cake_core.diagnostics.sarif import render_sarif
+        from cake_core.diagnostics.sarif import HELP_BASE_URI, render_sarif, repository_root
+        from cake_core.docs import rule_doc
 
-        return render_sarif(diags, sources, repo_root=Path.cwd())
+        return render_sarif(diags, sources, repo_root=repository_root(Path.cwd()),
+                            help_base_uri=sarif_help_base or HELP_BASE_URI, rule_docs=rule_doc)
     from cake_core.diagnostics.text import render_statistics, render_summary, render_text
 
     use_color = (sys.stdout.isatty() and output is None) if color is None else color

@@ -35,7 +35,7 @@ from cake_core.diagnostics.model import (
     Severity,
     TextEdit,
 )
-from cake_core.diagnostics.sarif import render_sarif, to_sarif
+from cake_core.diagnostics.sarif import HELP_BASE_URI, render_sarif, to_sarif
 from cake_core.diagnostics.text import render_summary, render_text
 from cake_core.source import SourceFile, Span
 
@@ -503,9 +503,12 @@ def test_sarif_run_rules_and_results(gemm: SourceFile, other: SourceFile) -> Non
     assert [r["id"] for r in driver["rules"]] == ["CK001", "CK004", "CK104", "CK114"]
     rule = driver["rules"][2]
     assert rule["name"] == "type-mismatch"
-    assert rule["helpUri"] == "docs/rules/CK104.md"
+    assert rule["helpUri"] == HELP_BASE_URI + "docs/rules/CK104.md"
     assert rule["defaultConfiguration"] == {"level": "error"}
     assert rule["shortDescription"]["text"] == TYPE_MISMATCH.summary
+    # No page reader given: the summary stands in for the page.
+    assert rule["fullDescription"] == {"text": TYPE_MISMATCH.summary}
+    assert rule["help"] == {"text": TYPE_MISMATCH.summary}
     for result in run["results"]:
         assert driver["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
     assert [r["level"] for r in run["results"]] == ["error", "warning", "warning", "note"]
@@ -533,9 +536,10 @@ def test_sarif_run_rules_and_results(gemm: SourceFile, other: SourceFile) -> Non
 
 def test_sarif_help_uri_with_base(gemm: SourceFile) -> None:
     d = UNKNOWN_NAME.at(find(gemm, "a"), "x").with_path(gemm.path)
-    log = to_sarif([d], {}, help_base_uri="https://example.org/cake/blob/main/")
-    rule = log["runs"][0]["tool"]["driver"]["rules"][0]
-    assert rule["helpUri"] == "https://example.org/cake/blob/main/docs/rules/CK101.md"
+    for base in ("https://example.org/cake/blob/main/", "https://example.org/cake/blob/main"):
+        log = to_sarif([d], {}, help_base_uri=base)
+        rule = log["runs"][0]["tool"]["driver"]["rules"][0]
+        assert rule["helpUri"] == "https://example.org/cake/blob/main/docs/rules/CK101.md"
 
 
 def test_sarif_uris_are_repo_relative(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -544,14 +548,17 @@ def test_sarif_uris_are_repo_relative(tmp_path: Path, monkeypatch: pytest.Monkey
     inside_abs = UNKNOWN_NAME.at(span, "u").with_path(str(tmp_path / "k" / "a b.cake"))
     inside_rel = UNKNOWN_NAME.at(span, "u").with_path("k/a b.cake")
     outside = UNKNOWN_NAME.at(span, "u").with_path(str(tmp_path.parent / "elsewhere.cake"))
+    outside_rel = UNKNOWN_NAME.at(span, "u").with_path("../elsewhere.cake")
     stdin = UNKNOWN_NAME.at(span, "u")
     monkeypatch.chdir(tmp_path)
-    run = to_sarif([inside_abs, inside_rel, outside, stdin], {}, repo_root=tmp_path)["runs"][0]
+    diags = [inside_abs, inside_rel, outside, outside_rel, stdin]
+    run = to_sarif(diags, {}, repo_root=tmp_path)["runs"][0]
     locs = [r["locations"][0]["physicalLocation"]["artifactLocation"] for r in run["results"]]
     assert locs[0] == {"uri": "k/a%20b.cake", "uriBaseId": "%SRCROOT%"}
     assert locs[1] == {"uri": "k/a%20b.cake", "uriBaseId": "%SRCROOT%"}
-    assert locs[2] == {"uri": (tmp_path.parent / "elsewhere.cake").as_uri()}
-    assert locs[3] == {"uri": "%3Cinput%3E"}
+    elsewhere = (tmp_path.parent / "elsewhere.cake").resolve().as_uri()
+    assert locs[2] == locs[3] == {"uri": elsewhere}  # absolute: no base can name it
+    assert locs[4] == {"uri": "%3Cinput%3E"}
     base = run["originalUriBaseIds"]["%SRCROOT%"]["uri"]
     assert base == tmp_path.as_uri() + "/"
 

@@ -2,8 +2,14 @@
 
 One run, one result per diagnostic.  Locations are repository-relative URIs under the
 `%SRCROOT%` base when a repository root is known, so the same report means the same
-thing on every checkout.  Regions are 1-based and count UTF-16 code units, SARIF's
-default column kind, which the run also states explicitly.
+thing on every checkout; only a file outside that root gets an absolute `file:` URI.
+Regions are 1-based and count UTF-16 code units, SARIF's default column kind, which the
+run also states explicitly.
+
+GitHub code scanning rejects a rule without `fullDescription` and `help`, and a relative
+`helpUri`, although the schema allows all three.  The rule's documentation page supplies
+the first two (this layer cannot read the pages itself, so the caller passes the reader),
+and `helpUri` is the page's path joined to an absolute base.
 
 `partialFingerprints.primaryLocationLineHash` lets a code-scanning service recognise a
 finding it has seen before.  It hashes the rule id and the whitespace-collapsed text of
@@ -16,20 +22,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
 from cake_core import __version__
-from cake_core.diagnostics.codes import lookup
+from cake_core.diagnostics.codes import Rule, lookup
 from cake_core.diagnostics.json_format import jsonable
 from cake_core.diagnostics.model import Diagnostic, Severity
 from cake_core.source import SourceFile, Span
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://pypi.org/project/cake-kernels/"
+HELP_BASE_URI = f"https://github.com/cake-kernels/cake/blob/v{__version__}/"
+"""The repository at this version's release tag: `docs/rules/CODE.md` below it is the page
+that `cake explain CODE` prints, as it read when this version was released."""
 SRCROOT = "%SRCROOT%"
+
+RuleDocs = Callable[[Rule], str]
+"""A rule's documentation page, as Markdown (`cake_core.docs.rule_doc`)."""
 
 _LEVELS = {
     Severity.ERROR: "error",
@@ -75,18 +87,33 @@ class _Artifacts:
             rel = _relative_to(p.absolute(), self.root)
             if rel is not None:
                 return {"uri": quote(rel.as_posix(), safe="/"), "uriBaseId": SRCROOT}
+            return {"uri": p.resolve().as_uri()}  # outside the root: no base can name it
         if p.is_absolute():
             return {"uri": p.as_uri()}
         return {"uri": quote(p.as_posix(), safe="/")}
 
 
+def repository_root(start: Path) -> Path:
+    """The nearest directory at or above `start` holding `.git` (a directory, or the file
+    of a worktree or submodule), else `start`: code scanning resolves relative URIs
+    against the repository root, wherever in the checkout `cake check` ran."""
+    start = start.absolute()
+    for directory in (start, *start.parents):
+        if (directory / ".git").exists():
+            return directory
+    return start
+
+
 def _relative_to(path: Path, root: Path) -> PurePosixPath | None:
-    """`path` relative to `root`, trying the literal and the symlink-resolved forms."""
+    """`path` relative to `root`, trying the literal and the symlink-resolved forms; None
+    when it lies outside (`root/../x` is outside, although it starts with `root`)."""
     for candidate, base in ((path, root), (path.resolve(), root.resolve())):
         try:
-            return PurePosixPath(candidate.relative_to(base).as_posix())
+            rel = PurePosixPath(candidate.relative_to(base).as_posix())
         except ValueError:
             continue
+        if ".." not in rel.parts:
+            return rel
     return None
 
 
@@ -124,17 +151,43 @@ def _fingerprints(
 
 
 # --- rules and results -----------------------------------------------------------------------
-def _rule(code: str, help_base_uri: str | None) -> dict[str, Any]:
+def _help_uri(code: str, base: str) -> str:
+    """`docs/rules/CODE.md` joined to `base`, with or without its trailing slash."""
+    return f"{base.rstrip('/')}/docs/rules/{code}.md"
+
+
+def what_it_does(page: str) -> str | None:
+    """The first paragraph of a page's `## What it does` section, on one line."""
+    lines = page.splitlines()
+    try:
+        start = lines.index("## What it does") + 1
+    except ValueError:
+        return None
+    paragraph: list[str] = []
+    for line in lines[start:]:
+        if line.startswith("#") or (not line.strip() and paragraph):
+            break
+        if line.strip():
+            paragraph.append(line.strip())
+    return " ".join(paragraph) or None
+
+
+def _rule(code: str, help_base_uri: str, rule_docs: RuleDocs | None) -> dict[str, Any]:
     rule = lookup(code)
     if rule is None:
-        return {"id": code, "shortDescription": {"text": code}}
+        text = {"text": code}
+        return {"id": code, "shortDescription": text, "fullDescription": text, "help": text}
+    page = rule_docs(rule) if rule_docs is not None else None
     descriptor: dict[str, Any] = {
         "id": rule.code,
         "name": rule.name,
         "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": (page and what_it_does(page)) or rule.summary},
+        # The page's Markdown is also its most readable plain text.
+        "help": {"text": page, "markdown": page} if page else {"text": rule.summary},
     }
     if rule.origin == "cake":
-        descriptor["helpUri"] = f"{help_base_uri or ''}docs/rules/{rule.code}.md"
+        descriptor["helpUri"] = _help_uri(rule.code, help_base_uri)
     descriptor["defaultConfiguration"] = {"level": sarif_level(rule.severity)}
     descriptor["properties"] = {"fixAvailability": rule.fix.value, "origin": rule.origin}
     return descriptor
@@ -202,13 +255,15 @@ def to_sarif(
     *,
     repo_root: Path | None = None,
     information_uri: str = INFORMATION_URI,
-    help_base_uri: str | None = None,
+    help_base_uri: str = HELP_BASE_URI,
+    rule_docs: RuleDocs | None = None,
 ) -> dict[str, Any]:
     """A SARIF 2.1.0 log with one run.
 
-    `help_base_uri` (ending in "/") is prefixed to the `docs/rules/CODE.md` help paths,
-    e.g. the URL of the repository's default branch; without it they stay relative.
-    Relative diagnostic paths are taken relative to the current directory.
+    `help_base_uri`, an absolute URL, is joined with `docs/rules/CODE.md` for each rule's
+    `helpUri`.  `rule_docs` reads a rule's page for its `help` and `fullDescription`;
+    without it both fall back to the rule's summary.  Relative diagnostic paths are taken
+    relative to the current directory.
     """
     diags = list(diags)
     srcs = sources or {}
@@ -223,7 +278,7 @@ def to_sarif(
                 "version": __version__,
                 "semanticVersion": __version__,
                 "informationUri": information_uri,
-                "rules": [_rule(code, help_base_uri) for code in codes],
+                "rules": [_rule(code, help_base_uri, rule_docs) for code in codes],
             }
         },
         "columnKind": "utf16CodeUnits",
@@ -242,7 +297,8 @@ def render_sarif(
     *,
     repo_root: Path | None = None,
     information_uri: str = INFORMATION_URI,
-    help_base_uri: str | None = None,
+    help_base_uri: str = HELP_BASE_URI,
+    rule_docs: RuleDocs | None = None,
 ) -> str:
     log = to_sarif(
         diags,
@@ -250,5 +306,6 @@ def render_sarif(
         repo_root=repo_root,
         information_uri=information_uri,
         help_base_uri=help_base_uri,
+        rule_docs=rule_docs,
     )
     return json.dumps(log, indent=2) + "\n"
