@@ -18,6 +18,7 @@ from cake_core.diagnostics.selection import Selection
 from cake_core.diagnostics.suppress import apply_suppressions
 from cake_core.elab.builder import build_program
 from cake_core.ir.kernel import Program
+from cake_core.plugins import load_config, load_plugins
 from cake_core.plugins.loader import PluginSet, run_rule
 from cake_core.primitives.registry import Registry
 from cake_core.source import SourceFile
@@ -78,8 +79,6 @@ def default_plugins() -> PluginSet:
     """The plugins of the current project (built-ins + installed), loaded once."""
     global _DEFAULT_PLUGINS
     if _DEFAULT_PLUGINS is None:
-        from cake_core.plugins import load_config, load_plugins
-
         _DEFAULT_PLUGINS = load_plugins(load_config())
     return _DEFAULT_PLUGINS
 

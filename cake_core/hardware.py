@@ -9,6 +9,7 @@ server. Every figure is cited in ``docs/hardware.md`` under the keys listed in
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -378,7 +379,5 @@ def default_gpu(arch: str) -> GpuSpec:
 
 def suggest_arch(name: str) -> str | None:
     """Closest known arch for a "did you mean" hint, or None when nothing is close."""
-    import difflib  # only error paths need it; keep the module cheap to import
-
     matches = difflib.get_close_matches(_normalise_arch(name), arch_names(), n=1, cutoff=0.6)
     return matches[0] if matches else None

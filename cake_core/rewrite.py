@@ -10,16 +10,13 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
+from cake_core.check import CheckResult, check_source
 from cake_core.diagnostics.model import TextEdit
 from cake_core.ir.kernel import Kernel, Op, Program, Role
 from cake_core.source import SourceFile, Span
-
-if TYPE_CHECKING:
-    from cake_core.check import CheckResult
-    from cake_core.syntax.parser import ParseResult
-    from cake_core.verify import Pass
+from cake_core.syntax.parser import ParseResult, parse, reparse
+from cake_core.verify import Pass
 
 _INT = re.compile(rb"\s*(\d+)")
 
@@ -99,9 +96,6 @@ def check_edited(source: SourceFile, edits: Iterable[TextEdit], *, arch: str | N
     edit costs far less than a full parse of each variant.  `reparse` equals `parse`, so
     the result is the one a full check gives.
     """
-    from cake_core.check import check_source
-    from cake_core.syntax.parser import reparse
-
     parsed = _parent_parse(source)
     for edit in sorted(edits, key=lambda e: e.span.start.offset, reverse=True):
         parsed = reparse(parsed, edit.span.start.offset, edit.span.end.offset, edit.new_text)
@@ -114,8 +108,6 @@ _MAX_PARENTS = 16
 
 
 def _parent_parse(source: SourceFile) -> ParseResult:
-    from cake_core.syntax.parser import parse
-
     key = (source.path, source.text)
     with _PARENTS_LOCK:
         found = _PARENTS.get(key)

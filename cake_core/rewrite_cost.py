@@ -14,7 +14,9 @@ import functools
 from typing import Any
 
 from cake_core.diagnostics.model import TextEdit
+from cake_core.hardware import default_gpu
 from cake_core.ir.kernel import Kernel
+from cake_core.rewrite import check_edited
 from cake_core.source import SourceFile
 
 DEFAULT_EXTENT = 4096
@@ -22,6 +24,7 @@ DEFAULT_EXTENT = 4096
 
 @functools.cache
 def _tasks() -> tuple[Any, ...]:
+    # start-up: `cake check` loads this module with the tactics; tasks import numpy (~45 ms)
     from cake_core.tasks import TaskError, load_task, task_names
 
     out = []
@@ -58,8 +61,6 @@ def verified_rewrite(kernel: Kernel, source: SourceFile, edits: tuple[TextEdit, 
     One check serves both questions (as `cake_core.rewrite.verified` would answer the
     first), so offering a move costs a single re-check of the file.
     """
-    from cake_core.rewrite import check_edited
-
     res = check_edited(source, edits)
     if res.errors or res.program is None:
         return None
@@ -69,8 +70,9 @@ def verified_rewrite(kernel: Kernel, source: SourceFile, edits: tuple[TextEdit, 
 
 def predicted(kernel: Kernel, source: SourceFile, after_k: Kernel | None) -> dict[str, Any]:
     """Before/after predicted time of `kernel` and of its rewrite `after_k`."""
+    # start-up: `cake check` loads this module with the tactics; the cost model (~40 ms) loads
+    # when a tactic prices a move
     from cake_core.cost.model import CostError, predict
-    from cake_core.hardware import default_gpu
 
     dims, origin = headline_dims(kernel, source)
     out: dict[str, Any] = {"dims": dims, "dims_from": origin}

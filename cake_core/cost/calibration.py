@@ -24,6 +24,7 @@ from cake_core.cost.coefficients import (
     check_names,
 )
 from cake_core.hardware import GpuSpec, get_arch
+from cake_core.primitives.registry import Provenance
 
 __all__ = ["COEFFICIENT_DOCS", "DEFAULT_FIT", "SCHEMA", "UNCALIBRATED", "Calibration",
            "CalibrationProvenance", "Coefficients", "default_coefficients", "from_plugin_item",
@@ -149,8 +150,8 @@ class Calibration:
 
 def to_plugin_item(cal: Calibration) -> Any:
     """The plugin system's `CalibrationItem` for a calibration (runs become examples)."""
+    # an upward import the layers contract lists (pyproject.toml): the plugin API's type
     from cake_core.plugins.api import CalibrationItem
-    from cake_core.primitives.registry import Provenance
 
     examples = tuple(f"{r.get('kernel')} {r.get('dims')} on {r.get('gpu')}: "
                      f"{r.get('measured_ms')} ms" for r in cal.provenance.runs)

@@ -31,6 +31,7 @@ from cake_core.cost.calibration import (
 from cake_core.cost.coefficients import Coefficients
 from cake_core.cost.model import CostError, KernelProfile, estimate, profile
 from cake_core.hardware import GpuSpec, default_gpu, get_arch, get_gpu
+from cake_core.source import SourceFile
 
 #: Coefficients that are fractions of a peak: the fit keeps them in (0, 1].
 _FRACTIONS = ("hbm_efficiency", "tensor_efficiency.", "cuda_efficiency",
@@ -90,8 +91,8 @@ def load_runs(path: str | Path) -> list[Run]:
 
     Kernel paths are relative to the results file (or absolute).  Raises RunError.
     """
+    # an upward import the layers contract lists (pyproject.toml): text-in entry point
     from cake_core.check import check_source
-    from cake_core.source import SourceFile
 
     path = Path(path)
     try:

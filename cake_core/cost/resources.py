@@ -25,6 +25,7 @@ from cake_core.hardware import ArchSpec, get_arch
 from cake_core.ir.kernel import Kernel, Op, Role, SmemAlloc, walk_nodes
 from cake_core.ir.types import FragmentType, Type
 from cake_core.primitives.traits import Trait
+from cake_core.verify.smem_plan import smem_plan as verifier_plan
 
 #: Alignment by swizzle span (the swizzle atom); plain buffers are 128-byte aligned for TMA.
 SWIZZLE_ALIGN = {0: 128, 32: 256, 64: 512, 128: 1024}
@@ -83,12 +84,8 @@ def own_smem_plan(kernel: Kernel) -> SmemPlan:
 
 def smem_plan(kernel: Kernel, arch: ArchSpec | None = None) -> SmemPlan:
     """The exact plan: the verifier's (`cake_core.verify.smem_plan`), which the lowering
-    follows, or the local fallback when that module is not available."""
+    follows, or the local fallback for an arch the hardware table does not know."""
     spec = arch or get_arch(kernel.arch)
-    try:
-        from cake_core.verify.smem_plan import smem_plan as verifier_plan
-    except ImportError:
-        return own_smem_plan(kernel)
     if spec is None:
         return own_smem_plan(kernel)
     plan = verifier_plan(kernel, spec)

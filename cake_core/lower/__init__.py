@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic
 from cake_core.hardware import get_arch
+from cake_core.lower import host, prelude
 from cake_core.lower.emitter import Emitter
+from cake_core.lower.kernel import lower_kernel
 from cake_core.lower.plan import LowerError
 from cake_core.primitives.registry import Registry
 from cake_core.source import SourceFile
@@ -61,6 +63,7 @@ def lower_source(source: SourceFile, *, kernel: str | None = None, arch: str | N
 
     Raises ValueError when `kernel` names no kernel of the file.
     """
+    # an upward import the layers contract lists (pyproject.toml): text-in entry point
     from cake_core.check import check_source
 
     return lower_checked(check_source(source, arch=arch, registry=registry), kernel=kernel,
@@ -93,9 +96,6 @@ def _default_cu_name(path: str) -> str:
 
 
 def _lower_kernels(out: LowerResult, kernels: list, module: Any, cu_name: str) -> LowerResult:
-    from cake_core.lower import host, prelude
-    from cake_core.lower.kernel import lower_kernel
-
     source = out.source
     codes_: list = []
     for k in kernels:

@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cake_core.cost.resources import estimate_registers
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, Severity
 from cake_core.hardware import get_arch
 from cake_core.ir.kernel import Kernel, Role
 from cake_core.lower import LowerResult, lower_checked
+from cake_core.lower.kernel import launch_ceiling
 from cake_core.lower.ptxas import FunctionResources, diagnostics, parse_log
 from cake_core.lower.toolchain import CompileResult, Toolchain, compile_cu
 from cake_core.primitives.registry import Registry
@@ -85,6 +87,7 @@ def build_source(source: SourceFile, *, kernel: str | None = None, arch: str | N
                  toolchain: Toolchain | None = None, cache: Path | None = None,
                  use_cache: bool = True, registry: Registry | None = None) -> BuildReport:
     """Check, lower and compile every kernel of `source` (or only `kernel`)."""
+    # an upward import the layers contract lists (pyproject.toml): text-in entry point
     from cake_core.check import check_source
 
     res = check_source(source, arch=arch, registry=registry)
@@ -142,8 +145,6 @@ def _stem(path: str) -> str:
 
 def expected_registers(k: Kernel) -> dict[str, int]:
     """The model's register figure for the whole kernel: exact with setmaxnreg, else a range."""
-    from cake_core.lower.kernel import launch_ceiling
-
     spec = get_arch(k.arch)
     if spec is None:
         return {}
@@ -151,10 +152,6 @@ def expected_registers(k: Kernel) -> dict[str, int]:
     if regs:
         exact = min(launch_ceiling(k.threads, spec), max(regs))
         return {"low": exact, "high": exact, "exact": exact}
-    try:
-        from cake_core.cost.resources import estimate_registers
-    except ImportError:
-        return {}
     roles: list[Role | None] = [*k.roles.values()] or [None]
     ests = [estimate_registers(k, r, spec) for r in roles]
     return {"low": max(e.low for e in ests), "high": max(e.high for e in ests),

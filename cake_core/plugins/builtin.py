@@ -7,11 +7,10 @@ import importlib
 from cake_core import __version__
 from cake_core.plugins.api import Plugin, RuleItem
 from cake_core.primitives.registry import builtin_registry
+from cake_core.verify import BUILTIN_PASSES
 
 
 def builtin_plugin() -> Plugin:
-    from cake_core.verify import BUILTIN_PASSES
-
     rules = []
     for mod_name in BUILTIN_PASSES:
         mod = importlib.import_module(f"cake_core.verify.{mod_name}")

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic
 from cake_core.diagnostics.selection import Selection, unknown_selectors
 from cake_core.plugins.api import PLUGIN_API_VERSION, Plugin, RuleItem, Tactic
+from cake_core.plugins.builtin import builtin_plugin
 from cake_core.plugins.config import ProjectConfig, did_you_mean
 from cake_core.plugins.guard import run_guarded
 from cake_core.primitives.registry import DuplicatePrimitiveError, Registry, builtin_registry
@@ -95,8 +96,6 @@ def _entry_points() -> Iterable[metadata.EntryPoint]:
 def load_plugins(config: ProjectConfig | None = None, *, include_installed: bool = True,
                  extra: Iterable[Plugin] = ()) -> PluginSet:
     """The built-in plugin, then every installed plugin that loads and is compatible."""
-    from cake_core.plugins.builtin import builtin_plugin
-
     config = config or ProjectConfig()
     ps = PluginSet(disabled_items=set(config.disabled_items), selection=config.selection)
     ps.plugins.append(builtin_plugin())
@@ -165,13 +164,11 @@ def _unknown_items(ps: PluginSet, config: ProjectConfig) -> list[str]:
 
 
 def _code_clash(plugin: Plugin) -> str | None:
-    from cake_core.diagnostics.codes import DuplicateCodeError, register
-
     for r in plugin.rules:
         for rule in r.codes:
             try:
-                register(rule)
-            except DuplicateCodeError as exc:
+                codes.register(rule)
+            except codes.DuplicateCodeError as exc:
                 return str(exc)
     return None
 
@@ -194,6 +191,4 @@ def run_rule(ps: PluginSet, plugin: Plugin, rule: RuleItem, program: object,
 
 
 def _tag(d: Diagnostic, plugin: str) -> Diagnostic:
-    from dataclasses import replace
-
     return replace(d, source=plugin)

@@ -10,6 +10,7 @@ registering a name twice is an error, never a silent shadow.
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import KW_ONLY, dataclass, field
 from enum import Enum
@@ -268,8 +269,6 @@ def builtin_registry() -> Registry:
     """The built-in primitives (cached; plugin primitives are added on a copy)."""
     global _BUILTIN
     if _BUILTIN is None:
-        import importlib
-
         prims: list[Primitive] = []
         for fam in BUILTIN_FAMILIES:
             mod = importlib.import_module(f"cake_core.ops.{fam}")

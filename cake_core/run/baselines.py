@@ -13,6 +13,7 @@ here, in reviewed code.
 
 from __future__ import annotations
 
+import importlib.util
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
@@ -55,7 +56,7 @@ _TORCH_DTYPES = {DType.BF16: "bfloat16", DType.F16: "float16", DType.F32: "float
 
 class _TorchPrepared(PreparedBaseline):
     def __init__(self, device: Device, stream: Any, fn: Any, tensors: dict[str, Any]) -> None:
-        import torch
+        import torch  # optional dependency: only a timed torch baseline imports it
 
         self._torch = torch
         self._device = device
@@ -88,7 +89,7 @@ class TorchBaseline(Baseline):
 
     def prepare(self, device: Device, stream: Any, inputs: Arrays, dims: Dims,
                 dtypes: Mapping[str, DType]) -> PreparedBaseline:
-        import torch
+        import torch  # optional dependency: only a timed torch baseline imports it
 
         tensors = {}
         for name, value in inputs.items():
@@ -100,7 +101,7 @@ class TorchBaseline(Baseline):
 
 
 def _gemm(t: dict[str, Any]) -> dict[str, Any]:
-    import torch
+    import torch  # optional dependency: only a timed torch baseline imports it
 
     return {"C": torch.matmul(t["A"], t["B"].T)}
 
@@ -108,7 +109,7 @@ def _gemm(t: dict[str, Any]) -> dict[str, Any]:
 def _kmeans(t: dict[str, Any]) -> dict[str, Any]:
     """Distances from one batched GEMM with f32 output where torch offers it (bf16 products
     rounded to bf16 would move near-ties), then argmin over the centroids."""
-    import torch
+    import torch  # optional dependency: only a timed torch baseline imports it
 
     x, c = t["X"], t["C"]
     try:
@@ -128,8 +129,6 @@ TORCH_BASELINES: dict[str, tuple[str, Any]] = {
 
 
 def torch_available() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("torch") is not None
 
 

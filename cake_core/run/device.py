@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import importlib.util
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -162,8 +163,6 @@ def probe_gpu() -> GpuProbe:
 
 def available_backends() -> list[str]:
     """Installed GPU backends, preferred first (found without importing them)."""
-    import importlib.util
-
     return [b for b in BACKENDS if importlib.util.find_spec(b) is not None]
 
 
@@ -182,11 +181,12 @@ def open_device(backend: str = "auto") -> Device:
                 errors.append(f"{name}: {exc}")
         raise DeviceError("; ".join(errors))
     if backend == "pycuda":
+        # a cycle: run.pycuda_device and run.torch_device subclass Device from this module
         from cake_core.run.pycuda_device import PycudaDevice
 
         return PycudaDevice()
     if backend == "torch":
-        from cake_core.run.torch_device import TorchDevice
+        from cake_core.run.torch_device import TorchDevice  # the same cycle
 
         return TorchDevice()
     raise DeviceError(f"unknown backend {backend!r} (known: auto, {', '.join(BACKENDS)})")

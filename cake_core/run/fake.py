@@ -25,7 +25,8 @@ from cake_core.ir.types import DType
 from cake_core.run.baselines import Baseline, PreparedBaseline
 from cake_core.run.device import Device, DeviceFault, LaunchError
 from cake_core.run.kernels import Launchable
-from cake_core.run.tensors import TensorSpec, from_storage, to_storage
+from cake_core.run.tensors import TensorSpec, from_storage, specs_from_kernel, to_storage
+from cake_core.sim.engine import simulate
 from cake_core.tasks import Arrays, Dims, Task
 
 
@@ -279,8 +280,6 @@ class SimulatorKernel(Launchable):
     """The CPU simulator as the kernel: a real .cake kernel's semantics on the fake device."""
 
     def __init__(self, sim_kernel: Any, *, cost_ms: float = 1.0) -> None:
-        from cake_core.run.tensors import specs_from_kernel
-
         self.sk = sim_kernel
         self.label = f"sim:{sim_kernel.name}"
         self.specs = specs_from_kernel(sim_kernel.kernel)
@@ -289,8 +288,6 @@ class SimulatorKernel(Launchable):
 
     def launch(self, device: Device, buffers: Mapping[str, Any], dims: Mapping[str, int],
                scalars: Mapping[str, Any], stream: Any) -> None:
-        from cake_core.sim.engine import simulate
-
         if not isinstance(device, FakeDevice):
             raise LaunchError("the simulator kernel runs only on FakeDevice")
         device.log.append(("launch", self.label))

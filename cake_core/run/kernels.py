@@ -15,8 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from cake_core.ir.types import DType
 from cake_core.run.device import Device, LaunchError
 from cake_core.run.tensors import RunSetupError, TensorSpec, specs_from_meta
+from cake_core.sim.dtypes import encode
 
 
 class Launchable(ABC):
@@ -127,9 +129,6 @@ class CudaKernel(Launchable):
 
 def _scalar_arg(value: Any, dtype: str) -> Any:
     if dtype in ("f16", "bf16"):
-        from cake_core.ir.types import DType
-        from cake_core.sim.dtypes import encode
-
         return int(np.asarray(encode(np.float32(value), DType(dtype))).view(np.uint16))
     if dtype == "f32":
         return float(value)

@@ -20,7 +20,7 @@ class PycudaDevice(Device):
 
     def __init__(self, ordinal: int = 0) -> None:
         try:
-            import pycuda.driver as cuda
+            import pycuda.driver as cuda  # optional dependency (the gpu extra)
         except Exception as exc:  # pragma: no cover - not installed, or built for other CUDA
             raise DeviceError(f"pycuda cannot be imported: {exc}") from exc
         self._cuda = cuda

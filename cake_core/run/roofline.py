@@ -50,6 +50,8 @@ def compulsory_bytes(specs: list[TensorSpec], dims: Mapping[str, int]) -> int:
 
 def kernel_flops(kernel: Any, dims: Mapping[str, int], gpu: GpuSpec) -> float:
     """Tensor FLOPs the IR executes at `dims` (0.0 when the cost model cannot say)."""
+    # start-up: only a task without flops() needs the cost model (~40 ms), and only once a
+    # GPU was found; without one `cake bench` stops before
     from cake_core.cost.model import CostError, predict
 
     try:

@@ -29,6 +29,8 @@ from typing import Any
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, sort_diagnostics
+from cake_core.hardware import get_gpu
+from cake_core.run.device import available_backends, probe_gpu
 from cake_core.run.protocol import TimingConfig
 from cake_core.run.results import (
     FLAG_BELOW_FLOOR,
@@ -37,7 +39,10 @@ from cake_core.run.results import (
     BenchReport,
     Finding,
     ShapeResult,
+    Workload,
 )
+from cake_core.run.roofline import device_gpu, gpu_for_device, workload
+from cake_core.run.tensors import specs_from_kernel, specs_from_meta
 from cake_core.source import SourceFile, display_path
 from cake_core.tasks import KernelEntry, Shape, Task
 
@@ -117,6 +122,8 @@ class _Candidate:
 
 def load_kernel(path: Path, kernel_name: str | None, task: Task) -> tuple[SourceFile, Any, list]:
     """Check the file and pick the kernel (by name, the only one, or the task's)."""
+    # start-up: without a GPU `cake bench` and `cake run` stop before this, without
+    # loading the compiler (~75 ms)
     from cake_core.check import check_source
 
     try:
@@ -149,8 +156,6 @@ def load_kernel(path: Path, kernel_name: str | None, task: Task) -> tuple[Source
 
 def _prepare(path: Path, kernel_name: str | None, task: Task, opts: BenchOptions,
              device_cc: tuple[int, int] | None) -> tuple[_Candidate, list[Diagnostic]]:
-    from cake_core.run.tensors import specs_from_kernel, specs_from_meta
-
     src, kernel, static = load_kernel(path, kernel_name, task)
     entry = task.entry(kernel.name, path)
     rename = dict(entry.params) if entry is not None else {}
@@ -165,6 +170,7 @@ def _prepare(path: Path, kernel_name: str | None, task: Task, opts: BenchOptions
                 "behaviour": opts.fake_behaviour, "params": opts.fake_params,
                 "cost_ms": opts.fake_cost_ms}
         return _Candidate(src, kernel, entry, rename, specs_from_kernel(kernel), spec), static
+    # start-up: runs on a fake device never build, so they skip the lowering (~35 ms)
     from cake_core.lower import lower_source
     from cake_core.run.build import BuildError, build_library, nvcc_target
 
@@ -190,9 +196,6 @@ def bench(path: str | Path, kernel_name: str | None, task: Task,
           opts: BenchOptions | None = None,
           on_event: Callable[[dict[str, Any]], None] | None = None) -> BenchOutcome:
     """Run one candidate on a task's shapes under the full protocol, in a subprocess."""
-    from cake_core.run.device import probe_gpu
-    from cake_core.run.roofline import device_gpu, gpu_for_device, workload
-
     opts = opts or BenchOptions()
     t0 = time.perf_counter()
     path = Path(path)
@@ -200,8 +203,6 @@ def bench(path: str | Path, kernel_name: str | None, task: Task,
     if fake:
         device_name, cc, l2 = "fake GPU", (9, 0), 1 << 20
     else:
-        from cake_core.run.device import available_backends
-
         probe = probe_gpu()
         if not probe.present:
             raise NoGpuError(f"no CUDA device: {probe.reason}")
@@ -212,8 +213,6 @@ def bench(path: str | Path, kernel_name: str | None, task: Task,
                              "(`pip install cake-kernels[gpu]` for pycuda)")
         device_name, cc, l2 = probe.name, probe.compute_capability, probe.l2_bytes
     cand, diags = _prepare(path, kernel_name, task, opts, None if fake else cc)
-    from cake_core.hardware import get_gpu
-
     gpu = get_gpu(opts.gpu) if opts.gpu else None
     if opts.gpu and gpu is None:
         raise BenchSetupError(f"unknown GPU {opts.gpu!r}")
@@ -339,8 +338,6 @@ def run_in_workers(spec: dict[str, Any], items: list[dict[str, Any]], limits: _L
 
 
 def _failed(item: dict[str, Any], status: str, message: str, code: str | None) -> ShapeResult:
-    from cake_core.run.results import Workload
-
     wl = item.get("workload")
     res = ShapeResult({k: int(v) for k, v in item["dims"].items()}, str(item.get("label", "")),
                       status=status, correct=False, error=message,

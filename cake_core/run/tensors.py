@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from cake_core.ir.types import DType, TensorType
-from cake_core.sim.dtypes import POISON_BYTE, decode, encode
+from cake_core.sim.dtypes import POISON_BYTE, STORAGE, decode, encode
 
 __all__ = ["POISON_BYTE", "RunSetupError", "TensorSpec", "eval_sym_json", "from_storage",
            "poisoned_mask", "specs_from_kernel", "specs_from_meta", "to_storage"]
@@ -85,6 +85,8 @@ def specs_from_meta(meta: Mapping[str, Any]) -> list[TensorSpec]:
 
 def specs_from_kernel(kernel: Any) -> list[TensorSpec]:
     """Tensor parameters of a checked IR kernel (for fake and simulated launches)."""
+    # start-up: every worker imports this module, and only fake and simulated kernels
+    # need the lowering (~30 ms)
     from cake_core.lower.host import sym_json
 
     out = []
@@ -102,8 +104,6 @@ def to_storage(values: np.ndarray, dtype: DType) -> np.ndarray:
 
 def from_storage(raw: np.ndarray, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
     """Device bytes (uint8) -> host values of `shape`."""
-    from cake_core.sim.dtypes import STORAGE
-
     bits = np.ascontiguousarray(raw).view(STORAGE[dtype]).reshape(shape)
     return decode(bits, dtype)
 

@@ -20,7 +20,7 @@ class TorchDevice(Device):
 
     def __init__(self, ordinal: int = 0) -> None:
         try:
-            import torch
+            import torch  # optional dependency
         except Exception as exc:  # pragma: no cover - depends on the machine
             raise DeviceError(f"torch cannot be imported: {exc}") from exc
         if not torch.cuda.is_available():  # pragma: no cover - depends on the machine

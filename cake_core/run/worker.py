@@ -21,6 +21,16 @@ import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
+from cake_core.run.baselines import baseline_for
+from cake_core.run.device import open_device
+from cake_core.run.fake import FakeBaseline, FakeDevice, SimulatorKernel, fake_kernel
+from cake_core.run.kernels import CudaKernel
+from cake_core.run.protocol import TimingConfig, run_shape
+from cake_core.run.results import Workload
+from cake_core.run.tensors import specs_from_kernel
+from cake_core.sim.program import SimKernel
+from cake_core.tasks import load_task
+
 EXIT_OK, EXIT_SETUP, EXIT_DEVICE_LOST = 0, 2, 3
 
 
@@ -34,6 +44,7 @@ class _Events:
 
 
 def _kernel_ir(source: str, name: str) -> Any:
+    # start-up: a CUDA candidate's worker checks no source, so skips the compiler (~75 ms)
     from cake_core.check import check_text
 
     text = Path(source).read_text(encoding="utf-8")
@@ -49,13 +60,9 @@ def _kernel_ir(source: str, name: str) -> Any:
 def make_device(spec: dict[str, Any]) -> Any:
     backend = spec.get("backend", "auto")
     if backend in ("fake", "fake-sim"):
-        from cake_core.run.fake import FakeDevice
-
         fake = spec.get("fake") or {}
         return FakeDevice(name=str(fake.get("device", "fake GPU")),
                           l2_bytes=int(fake.get("l2_bytes", 1 << 20)))
-    from cake_core.run.device import open_device
-
     return open_device(backend)
 
 
@@ -63,22 +70,14 @@ def make_kernel(spec: dict[str, Any], task: Any, device: Any) -> Any:
     k = spec["kernel"]
     kind = k["kind"]
     if kind == "cuda":
-        from cake_core.run.kernels import CudaKernel
-
         kernel = CudaKernel(k["library"], k["meta"])
         kernel.prepare()
         return kernel
     if kind == "sim":
-        from cake_core.run.fake import SimulatorKernel
-        from cake_core.sim.program import SimKernel
-
         text = Path(k["source"]).read_text(encoding="utf-8")
         return SimulatorKernel(SimKernel.from_text(text, k["source"], k["name"]),
                                cost_ms=float(k.get("cost_ms", 1.0)))
     if kind == "fake":
-        from cake_core.run.fake import fake_kernel
-        from cake_core.run.tensors import specs_from_kernel
-
         specs = specs_from_kernel(_kernel_ir(k["source"], k["name"]))
         return fake_kernel(task, specs, k["behaviour"], rename=spec.get("rename") or {},
                            cost_ms=k.get("cost_ms"), **(k.get("params") or {}))
@@ -90,19 +89,11 @@ def make_baseline(spec: dict[str, Any], task: Any, device: Any) -> Any:
     if b["kind"] == "none":
         return None
     if b["kind"] == "fake":
-        from cake_core.run.fake import FakeBaseline
-
         return FakeBaseline(task, float(b.get("cost_ms", 1.0)))
-    from cake_core.run.baselines import baseline_for
-
     return baseline_for(task, device)
 
 
 def run(spec: dict[str, Any], emit: _Events) -> int:
-    from cake_core.run.protocol import TimingConfig, run_shape
-    from cake_core.run.results import Workload
-    from cake_core.tasks import load_task
-
     task = load_task(spec["task"])
     device = make_device(spec)
     kernel = make_kernel(spec, task, device)

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, Related
-from cake_core.ir.symbolic import Dim, SymExpr
+from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr
 from cake_core.ir.types import TensorType
 from cake_core.sim.context import GlobalFault, SimContext, SimUnsupported
 from cake_core.sim.dtypes import POISON_BYTE, STORAGE, decode, encode
@@ -96,8 +97,6 @@ def launch_dims(sk: SimKernel, dims: Mapping[str, int]) -> dict[str, int]:
 
 
 def _const(e: SymExpr, dims: Mapping[str, int]) -> int:
-    from cake_core.ir.symbolic import BinExpr, Const
-
     if isinstance(e, Const):
         return e.value
     if isinstance(e, Dim):
@@ -170,12 +169,7 @@ def simulate(sk: SimKernel, dims: Mapping[str, int],
 
 def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
     """Tile-sized matmuls gain nothing from BLAS threads, and on a busy machine a threaded
-    BLAS stalls for tens of milliseconds per call; limit it while simulating when
-    threadpoolctl is installed."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return contextlib.nullcontext()
+    BLAS stalls for tens of milliseconds per call; limit it while simulating."""
     return threadpool_limits(1, user_api="blas")
 
 

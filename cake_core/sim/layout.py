@@ -20,9 +20,11 @@ from functools import lru_cache
 
 import numpy as np
 
+from cake_core.hardware import get_arch
 from cake_core.ir.kernel import Kernel, SmemAlloc
 from cake_core.ir.types import DType, SmemLayout, SmemType
 from cake_core.source import Span
+from cake_core.verify.smem_plan import smem_plan
 
 _SWIZZLE_BITS = {0: 0, 32: 1, 64: 2, 128: 3}
 #: Alignment of a buffer by swizzle span when no smem plan module is available.
@@ -58,20 +60,14 @@ class Buffer:
 def plan_offsets(kernel: Kernel) -> tuple[dict[str, int], int]:
     """Byte offset of every allocation and the total, from the kernel's smem plan.
 
-    The verifier's plan is the placement the lowering implements; if it cannot be
-    imported, buffers are placed in declaration order with the swizzle-atom alignment
-    (16 bytes unswizzled) and barriers last, 8 bytes each.
+    The verifier's plan is the placement the lowering implements; for an arch the hardware
+    table does not know, buffers are placed in declaration order with the swizzle-atom
+    alignment (16 bytes unswizzled) and barriers last, 8 bytes each.
     """
-    try:
-        from cake_core.hardware import get_arch
-        from cake_core.verify.smem_plan import smem_plan
-
-        arch = get_arch(kernel.arch)
-        if arch is not None:
-            plan = smem_plan(kernel, arch)
-            return {p.name: p.offset for p in plan.placements}, plan.total
-    except ImportError:
-        pass
+    arch = get_arch(kernel.arch)
+    if arch is not None:
+        plan = smem_plan(kernel, arch)
+        return {p.name: p.offset for p in plan.placements}, plan.total
     return _fallback_plan(kernel.smem)
 
 

@@ -101,6 +101,7 @@ class SimKernel:
     def from_text(cls, text: str, path: str = "<input>", kernel: str | None = None
                   ) -> SimKernel:
         """Check `text` and prepare one of its kernels; SimSetupError if it has errors."""
+        # an upward import the layers contract lists (pyproject.toml): text-in entry point
         from cake_core.check import check_text
 
         result = check_text(text, path, passes=[])  # the verifier may object; simulate anyway
