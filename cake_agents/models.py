@@ -9,6 +9,13 @@ run resumed after a crash) returns that answer instead of paying for it again.
 litellm is imported lazily, and `LITELLM_LOCAL_MODEL_COST_MAP=True` is set first, so that
 it never fetches its price table from the internet; nothing imports it unless a model is
 configured.  API keys come from the environment, as litellm reads them.
+
+Prices are litellm's (`cost_per_token` on the reply's usage, which equals
+`completion_cost` on the response), so there is no price table here.  Retries stay in
+`ModelCaller` and litellm is called with `num_retries=0`: with litellm's own retries a
+failed attempt is invisible to the caller (three rate-limited attempts come back as one
+exception), so the budget could not be checked before each attempt, each attempt's charge
+could not be recorded, and a resumed run could not replay attempt by attempt.
 """
 
 from __future__ import annotations

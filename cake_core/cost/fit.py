@@ -8,6 +8,13 @@ positive; efficiencies are held at or below 1).  Each run is profiled once; only
 
 A coefficient that no run is sensitive to (no kernel of the set is ever bound by it) is
 left at its prior value and reported as unconstrained, rather than drifting freely.
+
+The loop is hand-written rather than `scipy.optimize.least_squares` because the library is
+not better here: with the same residuals, bounds and difference step, `trf` and `dogbox`
+reach the same minimum as this loop on the calibration test's runs, with and without 10 %
+noise (same objective to four digits, coefficients within 1e-8), while taking as long or
+longer (150-192 ms against 73-167 ms) and costing a ~140 MB dependency and ~0.9 s of import.
+docs/cost.md records the comparison.
 """
 
 from __future__ import annotations
