@@ -22,6 +22,7 @@ from cake_core.plugins import load_config, load_plugins
 from cake_core.plugins.loader import PluginSet, run_rule
 from cake_core.primitives.registry import Registry
 from cake_core.source import SourceFile
+from cake_core.syntax.ast import Module
 from cake_core.syntax.parser import ParseResult, parse
 from cake_core.verify import Pass
 
@@ -113,9 +114,12 @@ def check_source(source: SourceFile, *, arch: str | None = None,
         ps = plugins or default_plugins()
         built = _build(result.parse, source, registry or ps.registry, arch, kernels)
         result._build = built
-        syntax_at = min((d.span.start.offset for d in result.parse.diagnostics
-                         if d.severity.value == "error"), default=None)
-        # after a syntax error the AST has holes; type findings beyond it would be echoes
+        syntax_at = _statement_start(result.parse.module, min(
+            (d.span.start.offset for d in result.parse.diagnostics
+             if d.severity.value == "error"), default=None))
+        # after a syntax error the AST has holes: type findings in the top-level statement
+        # that holds it (a kernel naming a role its broken `with` declares) or beyond it
+        # would be echoes
         diags.extend(d for d in built.diagnostics
                      if syntax_at is None or d.span.end.offset <= syntax_at)
         if syntax_at is None and not any(d.severity.value == "error" for d in built.diagnostics):
@@ -140,6 +144,14 @@ def check_source(source: SourceFile, *, arch: str | None = None,
     shown = (selection or ps.selection).filter(apply_suppressions(source, tree, ps.shown(diags)))
     result.diagnostics = sort_diagnostics([d.with_path(source.path) for d in shown])
     return result
+
+
+def _statement_start(module: Module, offset: int | None) -> int | None:
+    """Start of the top-level statement that holds `offset` (decorators included)."""
+    if offset is None:
+        return None
+    return min((s.span.start.offset for s in module.body
+                if s.span.start.offset <= offset <= s.span.end.offset), default=offset)
 
 
 def _build(parsed: ParseResult, source: SourceFile, registry: Registry, arch: str | None,

@@ -259,7 +259,7 @@ def _fix_text(fix: Fix, src: SourceFile | None) -> str:
                 detail = f"replace `{old}` with `{new}`" if new else f"remove `{old}`"
             elif new:
                 detail = f"replace with `{new}`"
-        if detail:
+        if detail and detail != text:  # a title that already shows the edit says it once
             text = f"{text}: {detail}"
     if fix.applicability is Applicability.UNSAFE:
         text += " (unsafe fix)"

@@ -49,6 +49,7 @@ from cake_core.syntax.recovery import (
     flaw_diagnostic,
 )
 from cake_core.syntax.reuse import Carried, Edit, Key, Origin, Record, Reuse, carry
+from cake_core.syntax.tokens import Flaw
 
 __all__ = ["Document", "ParseResult", "parse", "reparse"]
 
@@ -159,6 +160,7 @@ def _build(source: SourceFile, tree: Tree | None, reuse: Reuse | None = None) ->
             converter.reuse = reuse
             converter.records = records = {}
         module = converter.module(root)
+        diagnostics.extend(converter.diagnostics)
         if len(converter.diagnostics) >= MAX_REPORTED:
             records = None
     else:
@@ -177,9 +179,9 @@ def _build(source: SourceFile, tree: Tree | None, reuse: Reuse | None = None) ->
             if reuse is not None and blanked is None:
                 converter.reuse = reuse.through(PatchMap((), (), ()), parse_data)
             fixed_root = root
-        diagnostics.extend(error_diagnostics(fixed_root, converter.data, converter.span_bytes))
+        later = error_diagnostics(fixed_root, converter.data, converter.span_bytes)
         module = converter.module(fixed_root)
-    diagnostics.extend(converter.diagnostics)
+        diagnostics.extend(_outside_guesses(later + converter.diagnostics, flaws))
     if blanked is not None or source.decode_errors:
         diagnostics = _drop_syntax_errors_on_bad_bytes(diagnostics)
     path = source.path
@@ -240,6 +242,17 @@ def _reparse(old: ParseResult, start: int, old_end: int, new_text: str) -> Parse
             result._records = carry(old._records, edit)
         return result
     return _build(new_source, new_tree, reuse)
+
+
+def _outside_guesses(found: list[Diagnostic], flaws: list[Flaw]) -> list[Diagnostic]:
+    """Drop what was found between an unclosed bracket and the closer put in for it:
+    where the author meant it to close is a guess, and a wrong guess (`f(a, (b, c=1)`
+    closed at the end) makes echoes of the one slip already reported."""
+    guessed = [(f.start, f.at) for f in flaws if f.kind == "unclosed"]
+    if not guessed:
+        return found
+    return [d for d in found
+            if not any(lo <= d.span.start.offset <= hi for lo, hi in guessed)]
 
 
 def _parse_repaired(tree: Tree, data: bytes, repaired: bytes, patches: PatchMap) -> TSNode:

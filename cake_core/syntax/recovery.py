@@ -84,8 +84,13 @@ def find_repairs(data: bytes, errors: list[tuple[int, int]],
     last_end = -1
     for flaw in scan(data, lo, hi):
         if flaw.kind == "colon":
-            # tree-sitter's error starts at the keyword, before the missing colon
-            lo, hi = _line_start(data, flaw.at), flaw.at + 1
+            # tree-sitter's error starts at the keyword, or, when the header and its body
+            # read on as one expression, anywhere in the body
+            lo, hi = _line_start(data, flaw.at), _block_end(data, flaw.at)
+        elif flaw.kind == "unclosed":
+            # what follows an unclosed bracket reads on as its contents: the error may
+            # come anywhere up to the end of the statement's block
+            lo, hi = flaw.start, _block_end(data, flaw.at)
         else:
             lo, hi = flaw.start, max(flaw.end, flaw.at) + 1
         if not _overlaps(errors, starts, lo - _ERROR_NEARBY, hi + _ERROR_NEARBY):
@@ -131,6 +136,22 @@ def _overlaps(errors: list[tuple[int, int]], starts: list[int], lo: int, hi: int
 
 def _line_start(data: bytes, offset: int) -> int:
     return data.rfind(b"\n", 0, offset) + 1
+
+
+def _block_end(data: bytes, header_end: int) -> int:
+    """End of the block under the compound statement header that ends at `header_end`:
+    the first non-blank line indented no deeper than the header's first line."""
+    start = _line_start(data, header_end)
+    indent = len(data[start:header_end]) - len(data[start:header_end].lstrip(b" \t"))
+    pos = data.find(b"\n", header_end)
+    while pos != -1:
+        nxt = data.find(b"\n", pos + 1)
+        line = data[pos + 1 : nxt if nxt != -1 else len(data)]
+        body = line.lstrip(b" \t")
+        if body and body[:1] not in b"#\r" and len(line) - len(body) <= indent:
+            return pos + 1
+        pos = nxt
+    return len(data)
 
 
 def apply_repairs(data: bytes, flaws: list[Flaw]) -> tuple[bytes, PatchMap]:

@@ -73,6 +73,8 @@ class _Line:
     last_end: int = -1
     top_colon: bool = False
     first_line_end: int = -1
+    colon_at: int = -1
+    """Offset of the `:` that ends the physical line so far (-1 when another token does)."""
 
 
 def scan(data: bytes, lo: int = 0, hi: int | None = None) -> list[Flaw]:
@@ -106,7 +108,12 @@ def scan(data: bytes, lo: int = 0, hi: int | None = None) -> list[Flaw]:
         if kind == "newline":
             if line.first_line_end < 0:
                 line.first_line_end = start
-            if stack and _next_line_starts_statement(data, end, line.indent):
+            if stack and line.first in COMPOUND_KEYWORDS and line.colon_at >= 0 \
+                    and _next_line_indented(data, end, line.indent):
+                # `for k in range(n:` then an indented body: the header ends at its colon
+                _close_all(stack, line, flaws, at=line.colon_at)
+                line.top_colon = True
+            elif stack and _next_line_starts_statement(data, end, line.indent):
                 _close_all(stack, line, flaws)
             if not stack:
                 _end_line(line, flaws)
@@ -127,6 +134,7 @@ def scan(data: bytes, lo: int = 0, hi: int | None = None) -> list[Flaw]:
             _close(data[start], start, stack, flaws)
         elif kind == "op" and m.group() == b":" and not stack:
             line.top_colon = True
+        line.colon_at = start if m.group() == b":" else -1
         line.last_end = end
     if stack:
         _close_all(stack, line, flaws)
@@ -150,6 +158,14 @@ def _next_line_starts_statement(data: bytes, pos: int, indent: int) -> bool:
     if data[j] in b")]}":
         return False
     return j - pos <= indent
+
+
+def _next_line_indented(data: bytes, pos: int, indent: int) -> bool:
+    """Whether the physical line at `pos` is indented deeper than `indent` (a body)."""
+    j = pos
+    while j < len(data) and data[j] in b" \t\f":
+        j += 1
+    return j < len(data) and data[j] not in b"\r\n#" and j - pos > indent
 
 
 def _close(byte: int, offset: int, stack: list[tuple[int, int]], flaws: list[Flaw]) -> None:
@@ -181,9 +197,11 @@ def _close(byte: int, offset: int, stack: list[tuple[int, int]], flaws: list[Fla
     del stack[depth:]
 
 
-def _close_all(stack: list[tuple[int, int]], line: _Line, flaws: list[Flaw]) -> None:
-    """Close every open bracket at the end of the statement's last token."""
-    at = line.last_end if line.last_end >= 0 else stack[-1][1] + 1
+def _close_all(stack: list[tuple[int, int]], line: _Line, flaws: list[Flaw],
+               at: int = -1) -> None:
+    """Close every open bracket at `at`, by default the end of the statement's last token."""
+    if at < 0:
+        at = line.last_end if line.last_end >= 0 else stack[-1][1] + 1
     missing = b"".join(_CLOSER[o] for o, _ in reversed(stack))
     opener, where = stack[0]
     flaws.append(Flaw("unclosed", f"`{chr(opener)}` was never closed", where, where + 1,
