@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING
 from cake_core.cost.banks import op_conflict
 from cake_core.cost.evaluate import evaluate
 from cake_core.ir.symbolic import SymExpr, Var
-from cake_core.ir.types import FragLayout, FragmentType, TileType, Type
+from cake_core.ir.types import FragmentType, TileType, Type
+from cake_core.verify.register_estimate import PER_WARP_LAYOUTS
 
 if TYPE_CHECKING:
     from cake_core.hardware import ArchSpec, GpuSpec
     from cake_core.ir.kernel import Kernel, Op, Value
 
-#: Fragment layouts owned by one warp: an op on them runs once per warp of its role.
-PER_WARP_LAYOUTS = frozenset({FragLayout.MMA_A, FragLayout.MMA_B, FragLayout.MMA_ACC})
 
 #: How the latency of a global read is exposed.
 PIPELINED, SERIAL, ONCE = "pipelined", "serial", "once"

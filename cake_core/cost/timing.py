@@ -31,9 +31,9 @@ from cake_core.cost.calibration import UNCALIBRATED, Calibration, default_coeffi
 from cake_core.cost.coefficients import Coefficients
 from cake_core.cost.prediction import CATEGORIES, Prediction, bottleneck_detail, line_shares
 from cake_core.cost.record import FREE, ONCE, PIPELINED, SERIAL, CostRecord
-from cake_core.cost.resources import ALL_WARPS
 from cake_core.cost.work import STEADY, KernelProfile, OpWork, WaveShape
 from cake_core.hardware import GpuSpec
+from cake_core.verify.register_estimate import ALL_WARPS
 
 Term = tuple[float, list[int], list[float], str]
 """One bound of a wave's steady state: (seconds, the ops it is spread over, their

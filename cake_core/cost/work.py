@@ -20,11 +20,12 @@ from cake_core.cost.evaluate import MissingDimError, dims_needed, evaluate
 from cake_core.cost.exposure import load_exposure
 from cake_core.cost.persistent import TileLoops, distinct_tiles, find_tile_loops
 from cake_core.cost.record import FREE, CostContext, CostRecord, GlobalAccess
-from cake_core.cost.resources import ALL_WARPS, ResourceReport, resource_report
+from cake_core.cost.resources import ResourceReport, resource_report
 from cake_core.hardware import ArchSpec, GpuSpec, default_gpu, get_arch
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role
 from cake_core.ir.symbolic import SymExpr
 from cake_core.primitives.facets import FacetError, Unsupported
+from cake_core.verify.register_estimate import ALL_WARPS
 
 STEADY, PROLOGUE, EPILOGUE = "steady", "prologue", "epilogue"
 _AXES = ("x", "y", "z")
@@ -93,7 +94,7 @@ class KernelProfile:
 
     @property
     def blocks_per_sm(self) -> int:
-        return self.resources.occupancy.blocks_per_sm
+        return self.resources.occupancy.blocks
 
 
 def resolve_gpu(arch: str, gpu: GpuSpec | None) -> tuple[GpuSpec, ArchSpec]:
@@ -138,7 +139,7 @@ def profile(kernel: Kernel, dims: Mapping[str, int], gpu: GpuSpec | None = None,
         raise CostError(f"cannot evaluate the grid: {exc}") from exc
     blocks = math.prod(grid) if grid else 1
     resources = resource_report(kernel, arch_spec)
-    if resources.occupancy.blocks_per_sm == 0:
+    if resources.occupancy.blocks == 0:
         raise CostError(f"no block of {kernel.name} fits on an SM of {gpu_spec.name} "
                         f"(limited by {resources.occupancy.limited_by}): "
                         + "; ".join(resources.warnings))
@@ -152,7 +153,7 @@ def profile(kernel: Kernel, dims: Mapping[str, int], gpu: GpuSpec | None = None,
     warnings += walker.warnings
     gx, gy, gz = (*grid, 1, 1, 1)[:3]
     # waves of blocks; a persistent kernel's are waves of tiles, as many as run at once
-    per_wave = gpu_spec.sms * resources.occupancy.blocks_per_sm
+    per_wave = gpu_spec.sms * resources.occupancy.blocks
     units = blocks
     if tiles is not None:
         units, per_wave = tiles.tiles, min(per_wave, blocks)
@@ -168,7 +169,7 @@ def profile(kernel: Kernel, dims: Mapping[str, int], gpu: GpuSpec | None = None,
     for nblocks, count in shapes:
         model = [sum(a.bytes * _wave_tiles(a, w, nblocks, (gx, gy, gz), tiles, env, seen)
                      for a in w.record.reads) * w.execs for w in walker.ops]
-        per_sm = min(resources.occupancy.blocks_per_sm, -(-nblocks // gpu_spec.sms))
+        per_sm = min(resources.occupancy.blocks, -(-nblocks // gpu_spec.sms))
         waves.append(WaveShape(nblocks, count, per_sm, model))
     tensors: dict[str, tuple[float, list[int]]] = {}
     for i, w in enumerate(walker.ops):

@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cake_core.cost.resources import estimate_registers
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, Severity
 from cake_core.hardware import get_arch
-from cake_core.ir.kernel import Kernel, Role
+from cake_core.ir.kernel import Kernel
 from cake_core.lower import LowerResult, lower_checked
 from cake_core.lower.kernel import launch_ceiling
 from cake_core.lower.ptxas import FunctionResources, diagnostics, parse_log
 from cake_core.lower.toolchain import CompileResult, Toolchain, compile_cu
 from cake_core.primitives.registry import Registry
 from cake_core.source import SourceFile
+from cake_core.verify.register_estimate import role_estimates
 
 
 @dataclass
@@ -152,8 +152,7 @@ def expected_registers(k: Kernel) -> dict[str, int]:
     if regs:
         exact = min(launch_ceiling(k.threads, spec), max(regs))
         return {"low": exact, "high": exact, "exact": exact}
-    roles: list[Role | None] = [*k.roles.values()] or [None]
-    ests = [estimate_registers(k, r, spec) for r in roles]
+    ests = role_estimates(k, spec).values()
     return {"low": max(e.low for e in ests), "high": max(e.high for e in ests),
             "estimate": max(e.estimate for e in ests)}
 

@@ -22,6 +22,11 @@ from dataclasses import dataclass
 
 from cake_core.hardware import ArchSpec
 from cake_core.ir.kernel import Kernel
+from cake_core.verify.register_estimate import (
+    RegisterEstimate,
+    kernel_estimate,
+    role_estimates,
+)
 
 REGS_STEP = 8
 SETMAXNREG_MIN = 24
@@ -114,28 +119,40 @@ def register_budget(kernel: Kernel, arch: ArchSpec) -> RegisterBudget:
 class Occupancy:
     """Resident blocks per SM allowed by each resource; the smallest one wins.
 
-    `by_registers` is None when the kernel has no setmaxnreg: ptxas then chooses the
-    register count (at most the launch ceiling), and only its report tells.
+    The one occupancy of the project: the resource table, the cost model and the build
+    report all read it.  With setmaxnreg the register limit is exact (the launch pool);
+    without it, it rests on the register estimate (`register_estimate`), since ptxas's
+    count is known only after compiling.
     """
 
     by_smem: int
-    by_registers: int | None
+    by_registers: int
     by_warps: int
     by_blocks: int
+    smem_per_block: int
+    """Shared memory the SM sets aside per block (granular, with the driver's reserve)."""
+    regs_per_thread: int
+    """Registers per thread at launch, as allocated."""
+    regs_per_block: int
 
-    def _limits(self) -> dict[str, int]:
-        named = {"shared memory": self.by_smem, "registers": self.by_registers,
-                 "warps": self.by_warps, "block slots": self.by_blocks}
-        return {k: v for k, v in named.items() if v is not None}
+    @property
+    def limits(self) -> dict[str, int]:
+        return {"smem": self.by_smem, "registers": self.by_registers,
+                "warps": self.by_warps, "blocks": self.by_blocks}
 
     @property
     def blocks(self) -> int:
-        return min(self._limits().values())
+        return min(self.limits.values())
+
+    @property
+    def limited_by(self) -> str:
+        """The key of the binding limit (the first one on a tie)."""
+        limits = self.limits
+        return min(limits, key=lambda k: limits[k])
 
     @property
     def limiter(self) -> str:
-        limits = self._limits()
-        return min(limits, key=lambda k: limits[k])
+        return LIMIT_NAMES[self.limited_by]
 
     def as_data(self) -> dict[str, object]:
         return {"blocks_per_sm": self.blocks, "by_smem": self.by_smem,
@@ -143,12 +160,27 @@ class Occupancy:
                 "by_blocks": self.by_blocks, "limiter": self.limiter}
 
 
+LIMIT_NAMES = {"smem": "shared memory", "registers": "registers", "warps": "warps",
+               "blocks": "block slots"}
+
+
 def occupancy(kernel: Kernel, arch: ArchSpec, smem_bytes: int,
-              budget: RegisterBudget | None = None) -> Occupancy:
+              budget: RegisterBudget | None = None,
+              estimates: dict[str, RegisterEstimate] | None = None) -> Occupancy:
+    """Blocks per SM as the CUDA occupancy calculator counts them.  The register pool is
+    the launch reservation with setmaxnreg, else the estimate for every thread."""
     budget = budget or register_budget(kernel, arch)
     per_block_smem = round_up(smem_bytes, arch.smem_alloc_granularity) + \
         arch.smem_reserved_per_block
-    by_smem = arch.smem_per_sm // per_block_smem
-    by_regs = arch.regs_per_sm // max(budget.pool, 1) if budget.uses_setmaxnreg else None
+    fits = smem_bytes <= arch.smem_per_block_optin
+    by_smem = arch.smem_per_sm // per_block_smem if fits else 0
+    if budget.uses_setmaxnreg:
+        per_thread, pool = budget.launch_alloc, budget.pool
+    else:
+        need = kernel_estimate(estimates or role_estimates(kernel, arch))
+        per_thread = allocated(min(arch.max_regs_per_thread, need), arch)
+        pool = per_thread * 32 * kernel.warps
+    by_regs = arch.regs_per_sm // pool if pool else arch.max_blocks_per_sm
     by_warps = arch.max_warps_per_sm // max(kernel.warps, 1)
-    return Occupancy(by_smem, by_regs, by_warps, arch.max_blocks_per_sm)
+    return Occupancy(by_smem, by_regs, by_warps, arch.max_blocks_per_sm, per_block_smem,
+                     per_thread, pool)

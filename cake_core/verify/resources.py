@@ -329,7 +329,8 @@ def render_resource_table(table: ResourceTable) -> str:
                      f"{regs.pool} per block; after setmaxnreg {regs.demand}")
     else:
         lines.append(f"registers: chosen by ptxas, at most {regs.launch_regs}/thread under "
-                     f"__launch_bounds__({regs.threads}, 1)")
+                     f"__launch_bounds__({regs.threads}, 1); estimated {occ.regs_per_thread}"
+                     f"/thread x {regs.threads} = {occ.regs_per_block} per block")
     rrows: list[tuple[str, ...]] = [("role", "warps", "regs", "registers")]
     for r in regs.roles:
         count = f"{r.regs}" if r.declared else "launch" if regs.uses_setmaxnreg else "ptxas"
@@ -342,10 +343,9 @@ def render_resource_table(table: ResourceTable) -> str:
                       if regs.uses_setmaxnreg else "-"))
     if len(rrows) > 1:
         lines += _columns(rrows)
-    by_regs = "set by ptxas" if occ.by_registers is None else str(occ.by_registers)
     lines.append(f"occupancy: {occ.blocks} block{'s' if occ.blocks != 1 else ''}/SM "
                  f"(limited by {occ.limiter}): shared memory {occ.by_smem}, registers "
-                 f"{by_regs}, warps {occ.by_warps}, block slots {occ.by_blocks}")
+                 f"{occ.by_registers}, warps {occ.by_warps}, block slots {occ.by_blocks}")
     return "\n".join(lines)
 
 

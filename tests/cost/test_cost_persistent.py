@@ -9,9 +9,9 @@ import pytest
 from cost_support import example, examples_present, kernel_from_text
 
 from cake_core.cost.model import estimate, predict, profile
-from cake_core.cost.resources import ALL_WARPS
 from cake_core.hardware import GpuSpec, get_gpu
 from cake_core.ir.kernel import Kernel
+from cake_core.verify.register_estimate import ALL_WARPS
 
 DATA = Path(__file__).resolve().parent / "data"
 H100, H200 = get_gpu("h100"), get_gpu("h200")

@@ -69,8 +69,8 @@ def test_setmaxnreg_roles_hold_their_ceiling() -> None:
     assert mma.accumulators == 128  # 128x256 f32 over 256 threads
     for r in (load, mma):
         assert r.low <= r.estimate <= r.high <= r.ceiling
-    assert rep.occupancy.blocks_per_sm == 1
-    assert rep.occupancy.regs_per_thread_launch == 168
+    assert rep.occupancy.blocks == 1
+    assert rep.occupancy.regs_per_thread == 168
     assert {b.role: b.regs_total for b in rep.budgets} == {"load": 128 * 40, "mma": 256 * 232}
 
 
@@ -81,13 +81,13 @@ def test_per_warp_fragments_and_register_limited_occupancy() -> None:
     assert r.staging == 32  # two 16-bit operand fragments of 16 registers each
     assert r.low <= r.estimate <= r.high <= 255
     assert rep.occupancy.limits["smem"] == 3
-    assert rep.occupancy.blocks_per_sm == rep.occupancy.limits["registers"] == 2
+    assert rep.occupancy.blocks == rep.occupancy.limits["registers"] == 2
     assert rep.occupancy.limited_by == "registers"
 
 
 def test_tinygemm_fits_two_blocks_per_sm() -> None:
     rep = resource_report(example("tinygemm_sm90.cake"), SM90)
-    assert rep.occupancy.blocks_per_sm == 2
+    assert rep.occupancy.blocks == 2
     assert rep.occupancy.limited_by == "smem"
     assert rep.registers["mma"].accumulators == 16  # 64x32 f32 over 128 threads
 
@@ -109,7 +109,7 @@ def test_a_block_that_does_not_fit_has_no_occupancy() -> None:
     res = check_text(TOO_BIG, "big.cake")
     k = res.program.kernels[0]
     rep = resource_report(k, SM90)
-    assert rep.occupancy.blocks_per_sm == 0
+    assert rep.occupancy.blocks == 0
     assert rep.occupancy.limited_by == "smem"
     assert any("exceeds" in w for w in rep.warnings)
 
