@@ -14,7 +14,7 @@ document version they apply to.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -23,6 +23,7 @@ from lsprotocol import types as lsp
 from cake_core.diagnostics.json_format import docs_path
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Severity
 from cake_core.ide.index import SymbolKind
+from cake_core.shipped import RULES_DIR
 from cake_core.source import Position, SourceFile, Span
 
 UTF8 = lsp.PositionEncodingKind.Utf8.value
@@ -117,18 +118,17 @@ def severity(s: Severity) -> lsp.DiagnosticSeverity:
 
 
 def docs_base_uri() -> str | None:
-    """The `docs/` pages of this installation, when they ship beside the package."""
-    root = Path(__file__).resolve().parent.parent
-    if (root / "docs" / "rules").is_dir():
-        return root.as_uri() + "/"
-    return None
+    """The folder of rule pages this installation ships (the checkout's `docs/rules/`, or the
+    wheel's copy of it), as a URI; None when neither is there."""
+    return RULES_DIR.as_uri() + "/" if RULES_DIR.is_dir() else None
 
 
 def docs_url(code: str, base: str | None) -> str | None:
+    """The page of a built-in code under `base`, the folder of rule pages."""
     path = docs_path(code)
     if path is None or base is None:
         return None
-    return base.rstrip("/") + "/" + path
+    return base.rstrip("/") + "/" + PurePosixPath(path).name
 
 
 def path_of_uri(uri: str) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pytest
 from hypothesis import given, settings
@@ -20,9 +22,20 @@ from cake_core.ide.cursor import call_at_cursor, receiver_type
 from cake_core.ide.index import SymbolKind, build_index
 from cake_core.ir.types import PipelineType
 from cake_core.plugins import PluginSet
+from cake_core.shipped import RULES_DIR
 from cake_core.source import SourceFile
 from cake_core.syntax.parser import parse
-from cake_lsp.convert import UTF8, UTF16, UTF32, Codec, PositionError, diagnostic, read_fix_data
+from cake_lsp.convert import (
+    UTF8,
+    UTF16,
+    UTF32,
+    Codec,
+    PositionError,
+    diagnostic,
+    docs_base_uri,
+    docs_url,
+    read_fix_data,
+)
 from cake_lsp.documents import CheckOptions, OpenDocument, changed_region
 from cake_lsp.guard import NamedPass, PassGuard
 from cake_lsp.settings import Settings, parse_settings
@@ -68,7 +81,7 @@ def test_a_diagnostic_with_notes_related_and_fixes() -> None:
     d = codes.UNKNOWN_NAME.at(src.span(7, 9), "bad", notes=["look"], fixes=[fix],
                               related=[Related(src.span(0, 2), "there")])
     out = diagnostic(d, src, Codec(UTF16), uri="file:///tmp/x.cake", version=7,
-                     docs_base="https://example.org/cake/")
+                     docs_base="https://example.org/cake/docs/rules/")
     assert out.message == "bad\nnote: look"
     assert out.code_description.href == "https://example.org/cake/docs/rules/CK101.md"
     assert out.related_information[0].location.uri == "file:///tmp/x.cake"
@@ -250,3 +263,14 @@ def test_call_at_cursor(text: str, name: str | None, receiver: str | None, arg: 
     assert call is not None
     assert (call.name, call.receiver, call.arg_index, call.keyword) == (name, receiver, arg,
                                                                        keyword)
+
+
+def test_the_docs_base_is_the_shipped_rule_pages() -> None:
+    """A checkout links its docs/rules/ pages; a wheel its packaged copy (cake_core.shipped)."""
+    base = docs_base_uri()
+    assert base is not None and base.endswith("/")
+    href = docs_url("CK101", base)
+    assert href is not None
+    page = Path(unquote(urlparse(href).path))
+    assert page.is_file() and page.name == "CK101.md"
+    assert page.parent == RULES_DIR
