@@ -112,8 +112,12 @@ def _absolute_url(ctx: click.Context, param: click.Parameter, value: str | None)
 @click.option("--resources", is_flag=True,
               help="Also print the per-role and per-buffer resource table.")
 @click.option("--color/--no-color", default=None, help="Colour (default: when on a terminal).")
-@click.option("--fix", is_flag=True, help="Apply the safe fixes and write the files back.")
-@click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff: the unsafe fixes too.")
+@click.option("--fix/--no-fix", default=None,
+              help="Apply the safe fixes and write the files back (default: `fix` in "
+                   "[tool.cake], else no).")
+@click.option("--unsafe-fixes/--no-unsafe-fixes", default=None,
+              help="With --fix or --diff: the unsafe fixes too (default: `unsafe-fixes` in "
+                   "[tool.cake], else no).")
 @click.option("--diff", is_flag=True,
               help="Print the fixes as a unified diff instead of writing them (exit 1 if any).")
 @click.option("--select", multiple=True, metavar="CODES",
@@ -133,10 +137,10 @@ def _absolute_url(ctx: click.Context, param: click.Parameter, value: str | None)
               help="Absolute URL that each rule's docs/rules/CODE.md is joined to for its "
                    "SARIF helpUri (default: this version's tag of the CAKE repository).")
 def check(paths: tuple[str, ...], arch: str | None, fmt: str, output: str | None,
-          resources: bool, color: bool | None, fix: bool, unsafe_fixes: bool, diff: bool,
-          select: tuple[str, ...], ignore: tuple[str, ...], extend_select: tuple[str, ...],
-          exit_zero: bool, statistics: bool, quiet: bool, stdin_filename: str | None,
-          sarif_help_base: str | None) -> None:
+          resources: bool, color: bool | None, fix: bool | None, unsafe_fixes: bool | None,
+          diff: bool, select: tuple[str, ...], ignore: tuple[str, ...],
+          extend_select: tuple[str, ...], exit_zero: bool, statistics: bool, quiet: bool,
+          stdin_filename: str | None, sarif_help_base: str | None) -> None:
     """Check .cake files (or every .cake file under a directory; `-` reads stdin).
 
     Exit status: 0 clean, 1 findings (errors or warnings) or, with --diff, fixes to
@@ -146,6 +150,7 @@ def check(paths: tuple[str, ...], arch: str | None, fmt: str, output: str | None
 
     from cake_core.check import check_source, default_plugins
     from cake_core.fix import fix_source, unified_diff
+    from cake_core.plugins import load_config
 
     check_arch(arch)
     if statistics and fmt != "text":
@@ -154,6 +159,9 @@ def check(paths: tuple[str, ...], arch: str | None, fmt: str, output: str | None
     plugins = default_plugins()
     for warning in plugins.warnings:
         click.echo(f"warning: {warning}", err=True)
+    config = load_config()
+    fix = config.fix if fix is None else fix
+    unsafe_fixes = config.unsafe_fixes if unsafe_fixes is None else unsafe_fixes
     selection = plugins.selection.then(parse_selection(select, ignore, extend_select))
     checker = partial(check_source, arch=arch, selection=selection)
     results, fixed, diffs = [], [], []

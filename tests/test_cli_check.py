@@ -212,3 +212,28 @@ def test_config_selector_that_matches_nothing_is_a_warning(project: Path) -> Non
     (project / "pyproject.toml").write_text('[tool.cake]\nignore = ["CK3O2"]\n')
     r = _cake(WGMMA.name, "-q")
     assert "warning: " in r.stderr and "selector 'CK3O2' matches no code" in r.stderr
+
+
+def test_config_fix_applies_the_safe_fixes_and_no_fix_overrides_it(project: Path) -> None:
+    (project / "pyproject.toml").write_text('[tool.cake]\nfix = true\n')
+    before = WGMMA.read_text()
+    kept = _cake(WGMMA.name, "--no-fix")
+    assert (project / WGMMA.name).read_text() == before and "fixed" not in kept.stdout
+    safe, rest = _safe(WGMMA)
+    r = _cake(WGMMA.name)
+    noun = "finding" if len(safe) == 1 else "findings"
+    assert safe and r.stdout.startswith(f"fixed {len(safe)} {noun}\n")
+    after = check_source(SourceFile.read(project / WGMMA.name, WGMMA.name)).diagnostics
+    assert [d.code for d in after] == rest
+
+
+def test_config_unsafe_fixes_and_a_bad_value(project: Path) -> None:
+    (project / "pyproject.toml").write_text('[tool.cake]\nunsafe-fixes = true\n')
+    with_unsafe = _cake(".", "--diff").stdout
+    assert with_unsafe == _cake(".", "--diff", "--unsafe-fixes").stdout
+    assert with_unsafe != _cake(".", "--diff", "--no-unsafe-fixes").stdout
+    check_module._DEFAULT_PLUGINS = None
+    (project / "pyproject.toml").write_text('[tool.cake]\nfix = "yes"\n')
+    r = _cake(WGMMA.name, "-q")
+    assert "tool.cake.fix must be true or false" in r.stderr
+    assert (project / WGMMA.name).read_text() == WGMMA.read_text()

@@ -8,6 +8,8 @@ disable = ["KM101", "persistent-tiles"]  # single items: codes, rule/tactic/prim
 select = ["CK"]                      # codes or prefixes to report (default: all)
 ignore = ["CK4"]                     # codes or prefixes not to report
 extend-select = ["KM1"]              # added to select
+fix = true                           # `cake check` applies the safe fixes (as --fix)
+unsafe-fixes = false                 # ... and the unsafe ones too (as --unsafe-fixes)
 ```
 
 A code in `disable` hides the findings of that code and nothing else (`PluginSet.shown`);
@@ -15,7 +17,9 @@ a name turns off that rule, tactic or primitive.  `select`, `ignore` and `extend
 choose codes by prefix, as ruff does (`cake_core/diagnostics/selection.py`); `ignore`
 hides findings exactly as `disable` does, after inline suppression, so `ignore = ["CK302"]`
 and `disable = ["CK302"]` show the same, and the command line's `--select` and `--ignore`
-override these three keys but never `disable`.  Problems with the file are collected, not
+override these three keys but never `disable`.  `fix` and `unsafe-fixes` are what `cake
+check` does when the command line says neither `--fix`/`--no-fix` nor
+`--unsafe-fixes`/`--no-unsafe-fixes`.  Problems with the file are collected, not
 raised: `PluginSet.warnings` adds the entries of `disable` that name nothing, and every
 front end shows them.
 """
@@ -31,7 +35,8 @@ from pathlib import Path
 from cake_core.diagnostics.selection import Selection
 
 #: The keys `[tool.cake]` may hold.
-KEYS = ("arch", "disable-plugins", "disable", "select", "ignore", "extend-select")
+KEYS = ("arch", "disable-plugins", "disable", "select", "ignore", "extend-select", "fix",
+        "unsafe-fixes")
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,8 @@ class ProjectConfig:
     path: Path | None = None
     problems: tuple[str, ...] = field(default=())
     selection: Selection = field(default_factory=Selection)
+    fix: bool = False
+    unsafe_fixes: bool = False
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -74,6 +81,13 @@ def load_config(start: Path | None = None) -> ProjectConfig:
             return frozenset()
         return frozenset(v)
 
+    def flag(key: str) -> bool:
+        v = section.get(key, False)
+        if not isinstance(v, bool):
+            problems.append(f"{path}: tool.cake.{key} must be true or false")
+            return False
+        return v
+
     arch = section.get("arch")
     if arch is not None and not isinstance(arch, str):
         problems.append(f"{path}: tool.cake.arch must be a string")
@@ -83,8 +97,9 @@ def load_config(start: Path | None = None) -> ProjectConfig:
     selection = Selection(tuple(sorted(strings("select"))) if "select" in section else None,
                           tuple(sorted(strings("ignore"))),
                           tuple(sorted(strings("extend-select"))))
+    fix, unsafe_fixes = flag("fix"), flag("unsafe-fixes")
     return ProjectConfig(arch, strings("disable-plugins"), strings("disable"), path,
-                         tuple(problems), selection)
+                         tuple(problems), selection, fix, unsafe_fixes)
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
