@@ -55,6 +55,23 @@ def applicable(diag: Diagnostic, unsafe: bool) -> Fix | None:
     return next((f for f in diag.fixes if f.applicability in allowed and f.edits), None)
 
 
+def fixes_to_apply(diagnostics: list[Diagnostic], *, unsafe: bool = False
+                   ) -> list[tuple[Diagnostic, Fix]]:
+    """The fixes one pass applies together: each finding's `applicable` fix, by position,
+    leaving out those that touch an earlier one's range.  `cake check --fix` and the
+    language server's `source.fixAll` both take their edits from here."""
+    return _non_overlapping([(d, f) for d in diagnostics
+                             if (f := applicable(d, unsafe)) is not None])
+
+
+def merged_edits(taken: list[tuple[Diagnostic, Fix]]) -> list[TextEdit]:
+    """The edits of `taken`, each once (two findings may share one fix)."""
+    edits: list[TextEdit] = []
+    for _, fix in taken:
+        edits.extend(e for e in fix.edits if e not in edits)
+    return edits
+
+
 def fix_source(source: SourceFile, *, unsafe: bool = False, check: Checker = check_source,
                max_passes: int = MAX_PASSES) -> FixOutcome:
     """Apply fixes to `source` until none is left (or `max_passes`); never raises."""
@@ -63,14 +80,10 @@ def fix_source(source: SourceFile, *, unsafe: bool = False, check: Checker = che
     if source.decode_errors:  # writing back would replace the undecodable bytes
         return outcome
     for _ in range(max_passes):
-        taken = _non_overlapping([(d, f) for d in result.diagnostics
-                                  if (f := applicable(d, unsafe)) is not None])
+        taken = fixes_to_apply(result.diagnostics, unsafe=unsafe)
         if not taken:
             break
-        edits: list[TextEdit] = []
-        for _, fix in taken:
-            edits.extend(e for e in fix.edits if e not in edits)
-        candidate = SourceFile(apply_edits(source.text, edits), source.path)
+        candidate = SourceFile(apply_edits(source.text, merged_edits(taken)), source.path)
         candidate.had_bom = source.had_bom
         after = check(candidate)
         outcome.passes += 1

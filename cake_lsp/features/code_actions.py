@@ -6,7 +6,8 @@ for an older version of the text is not offered: its ranges may no longer point 
 right characters.  Clients that do not send `data` back get the fixes of the current
 check result for the same code and range.  A fix is the preferred action when it is
 safe and the only safe one; display-only fixes are never offered as edits.
-`source.fixAll` applies every safe fix at once.
+`source.fixAll` applies every safe fix that one pass of `cake check --fix` would
+(`cake_core.fix.fixes_to_apply`), so the editor and the command line agree.
 
 Tactics that apply to the kernel under the cursor are offered as `refactor.rewrite`
 actions (a few parameter sets each).  Their rewrite is computed only when one is chosen,
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 
 from cake_core.diagnostics.model import Applicability
+from cake_core.fix import fixes_to_apply, merged_edits
 from cake_lsp.convert import FixData, fix_data, range_key, read_fix_data
 
 if TYPE_CHECKING:
@@ -144,18 +146,10 @@ def _fix_all(ls: CakeLanguageServer, doc: OpenDocument) -> lsp.CodeAction | None
     result = doc.result
     if result is None or doc.stamp is None or doc.stamp[0] != doc.version:
         return None
-    edits: list[lsp.TextEdit] = []
-    taken: list[tuple[int, int]] = []
-    for d in result.diagnostics:
-        safe = [f for f in d.fixes if f.applicability is Applicability.SAFE]
-        if len(safe) != 1:
-            continue
-        spans = [(e.span.start.offset, e.span.end.offset) for e in safe[0].edits]
-        if any((a < y and x < b) or a == b == x == y for a, b in spans for x, y in taken):
-            continue  # overlaps a fix already taken: the next check will offer it again
-        taken.extend(spans)
-        edits.extend(lsp.TextEdit(range=ls.codec.range(result.source, e.span),
-                                  new_text=e.new_text) for e in safe[0].edits)
+    # one pass of `cake check --fix`: a fix left out for an overlap is offered again by the
+    # next check
+    edits = [lsp.TextEdit(range=ls.codec.range(result.source, e.span), new_text=e.new_text)
+             for e in merged_edits(fixes_to_apply(result.diagnostics))]
     if not edits:
         return None
     return lsp.CodeAction(title="Apply all safe CAKE fixes", kind=_FIX_ALL,
