@@ -19,15 +19,6 @@ if TYPE_CHECKING:
     from cake_core.source import SourceFile
 
 
-def display(path: Path) -> str:
-    """The path as the user should read it: relative to the working directory when it lies
-    under it (so reports and diagnostics stay short and stable), else as given."""
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()
-
-
 def read_sources(paths: tuple[str, ...],
                  stdin_filename: str | None) -> tuple[list[SourceFile], bool]:
     """The sources to check, and whether the one source is stdin (`-`).
@@ -35,7 +26,7 @@ def read_sources(paths: tuple[str, ...],
     A directory stands for every .cake file under it; `--stdin-filename` names the text
     read from stdin and makes sense only with `-`.
     """
-    from cake_core.source import SourceFile
+    from cake_core.source import SourceFile, display_path
 
     if "-" in paths:
         if len(paths) > 1:
@@ -58,7 +49,7 @@ def read_sources(paths: tuple[str, ...],
     sources = []
     for f in files:
         try:
-            sources.append(SourceFile.read(f, display(f)))
+            sources.append(SourceFile.read(f, display_path(f)))
         except OSError as exc:
             raise click.UsageError(f"cannot read {f}: {exc.strerror}") from exc
     return sources, False

@@ -9,8 +9,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from cake_cli.args import check_arch, display, parse_dims
+from cake_cli.args import check_arch, parse_dims
 from cake_cli.main import main
+from cake_core.source import display_path
 
 REPO = Path(__file__).resolve().parent.parent
 GEMM = REPO / "examples" / "gemm_sm90.cake"
@@ -58,5 +59,5 @@ def test_display_is_relative_to_the_working_directory(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     inner = tmp_path / "k" / "a.cake"
     monkeypatch.chdir(tmp_path)
-    assert display(inner) == "k/a.cake"
-    assert display(Path("/elsewhere/b.cake")) == "/elsewhere/b.cake"
+    assert display_path(inner) == "k/a.cake"
+    assert display_path(Path("/elsewhere/b.cake")) == "/elsewhere/b.cake"

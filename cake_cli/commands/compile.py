@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cake_cli.args import check_arch, display
+from cake_cli.args import check_arch
 
 # The libraries are imported inside the functions: `cake --help` loads this module for its
 # help line, and each command loads only what it runs.
@@ -40,12 +40,12 @@ def compile_cmd(file: str, output: str | None, kernel_name: str | None, arch: st
     """Compile the kernels of FILE to cubins and report registers, spills and smem."""
     from cake_core.lower.build import build_source
     from cake_core.lower.toolchain import NOT_FOUND, find_toolchain
-    from cake_core.source import SourceFile
+    from cake_core.source import SourceFile, display_path
 
     check_arch(arch)
     path = Path(file)
     try:
-        src = SourceFile.read(path, display(path))
+        src = SourceFile.read(path, display_path(path))
     except OSError as exc:
         raise click.UsageError(f"cannot read {file}: {exc.strerror}") from exc
     tc = find_toolchain()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from cake_cli.args import check_arch, display
+from cake_cli.args import check_arch
 
 # The libraries are imported inside the functions: `cake --help` loads this module for its
 # help line, and each command loads only what it runs.
@@ -30,12 +30,12 @@ def lower(file: str, output: str | None, kernel_name: str | None, arch: str | No
     """Lower the kernels of FILE to CUDA C++ (inline PTX, #line mapped to FILE)."""
     from cake_core.diagnostics.text import render_summary, render_text
     from cake_core.lower import lower_source
-    from cake_core.source import SourceFile
+    from cake_core.source import SourceFile, display_path
 
     check_arch(arch)
     path = Path(file)
     try:
-        src = SourceFile.read(path, display(path))
+        src = SourceFile.read(path, display_path(path))
     except OSError as exc:
         raise click.UsageError(f"cannot read {file}: {exc.strerror}") from exc
     cu_name = Path(output).name if output else None

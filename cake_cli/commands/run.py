@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from cake_cli.args import display, parse_dims
+from cake_cli.args import parse_dims
 from cake_cli.gpu_run import run_gpu
 
 # The libraries are imported inside the functions: `cake --help` loads this module for its
@@ -60,7 +60,7 @@ def run(kernel: str, task_name: str, sim: bool, dims: str | None, schedules: int
     from cake_core.sim.engine import launch_dims
     from cake_core.sim.program import SimKernel, SimSetupError
     from cake_core.sim.tasks_run import run_task
-    from cake_core.source import SourceFile
+    from cake_core.source import SourceFile, display_path
     from cake_core.tasks import TaskError, load_task
 
     path_text, _, kname = kernel.partition("::")
@@ -69,7 +69,7 @@ def run(kernel: str, task_name: str, sim: bool, dims: str | None, schedules: int
     except TaskError as exc:
         raise click.UsageError(str(exc)) from exc
     path = Path(path_text)
-    shown = display(path)
+    shown = display_path(path)
     try:
         src = SourceFile.read(path, shown)
     except OSError as exc:
