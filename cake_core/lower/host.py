@@ -138,9 +138,14 @@ def launcher(code: KernelCode) -> str:
               "    if (err != cudaSuccess) return err;",
               "    if (device >= 0 && device < 64) smem_set[device] = true;",
               "  }",
+              "#ifdef CAKE_EMULATE",
+              f"  return cake_emu_launch({code.entry}, grid, dim3({k.threads}), "
+              f"dim3({', '.join(str(c) for c in (*k.cluster, 1, 1)[:3])}), "
+              f"{code.smem_const}, {code.launch_regs or 0}, stream, " + ", ".join(args) + ");",
+              "#else",
               f"  {code.entry}<<<grid, dim3({k.threads}), {code.smem_const}, stream>>>(" +
               ", ".join(args) + ");",
-              "  return cudaGetLastError();", "}"]
+              "  return cudaGetLastError();", "#endif", "}"]
     return "\n".join(lines)
 
 

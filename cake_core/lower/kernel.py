@@ -4,7 +4,7 @@ Layout of the generated function:
 
 1. the signature: tensors as `__restrict__` pointers, dims as `int`, scalars by value, then
    one `const __grid_constant__ CUtensorMap` per (tensor, box, swizzle) TMA uses;
-2. the prologue: `extern __shared__ __align__(1024) uint8_t smem[]`, one `constexpr`
+2. the prologue: `CAKE_DYNAMIC_SMEM(smem)` (the dynamic `extern __shared__` array), one `constexpr`
    byte offset per allocation from the verifier's smem plan, warp and lane indices;
 3. the body in program order; each role is one `if` on the warp index, which first sets
    its register budget (`setmaxnreg.dec` below the launch allocation, `.inc` above),
@@ -222,7 +222,8 @@ class _Writer:
         used = _idents(body)
         lines = []
         if ctx.smem.placements:
-            lines.append("extern __shared__ __align__(1024) uint8_t smem[];")
+            lines.append("CAKE_DYNAMIC_SMEM(smem);  // extern __shared__ __align__(1024) uint8_t "
+                         "smem[]")
             for pl in ctx.smem.placements:
                 name = ctx.smem_names[pl.name]
                 if name in used:

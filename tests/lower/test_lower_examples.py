@@ -51,7 +51,7 @@ def test_every_example_lowers(stem: str, lowered_examples: dict[str, LowerResult
     assert len(res.kernels) == 1
     k = res.kernels[0]
     assert f'extern "C" __global__ void __launch_bounds__({k.meta["block"][0]}, 1)' in res.cu
-    assert "extern __shared__ __align__(1024) uint8_t smem[];" in res.cu
+    assert "CAKE_DYNAMIC_SMEM(smem);" in res.cu
     assert f"extern \"C\" cudaError_t cake_launch_{k.entry}(" in res.cu
     assert f"cake_meta_{k.entry}[]" in res.cu
 

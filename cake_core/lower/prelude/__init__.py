@@ -23,6 +23,20 @@ from cake_core.lower.prelude import (
 )
 from cake_core.lower.prelude.wgmma import WGMMA_TYPES, wgmma_helper, wgmma_helper_name
 
+#: Under `-DCAKE_EMULATE` a host C++ compiler builds the same kernel and launcher text against
+#: the CPU runtime (cake_core/emulate/include) instead of the CUDA headers and these helpers.
+EMULATE_INCLUDE = """\
+#ifdef CAKE_EMULATE
+#include "cake_emulate.h"  // the CPU runtime (docs/emulation.md): the PTX helpers, emulated
+#else"""
+
+#: After the prelude: under emulation, calls of its plain-C++ helpers record their .cake line.
+EMULATE_SITES = """
+#ifdef CAKE_EMULATE
+#include "cake_emulate/sites.h"
+#endif
+"""
+
 HEADER = """\
 #include <cuda.h>            // CUtensorMap and its enums (types only: nothing links -lcuda)
 #include <cuda_runtime.h>
@@ -49,5 +63,5 @@ def render_prelude(groups: set[str], wgmma_shapes: set[tuple[int, DType]]) -> st
     return "".join(parts)
 
 
-__all__ = ["GROUPS", "HEADER", "ORDER", "WGMMA_TYPES", "render_prelude", "wgmma_helper",
-           "wgmma_helper_name"]
+__all__ = ["EMULATE_INCLUDE", "EMULATE_SITES", "GROUPS", "HEADER", "ORDER", "WGMMA_TYPES",
+           "render_prelude", "wgmma_helper", "wgmma_helper_name"]

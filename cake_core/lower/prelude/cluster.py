@@ -6,6 +6,7 @@ TEXT = r"""
 // ---- cluster indices ---------------------------------------------------------------------
 #ifndef CAKE_CLUSTER_HELPERS
 #define CAKE_CLUSTER_HELPERS
+#ifndef CAKE_EMULATE  // PTX instructions: the CPU runtime (cake_emulate.h) supplies these
 __device__ __forceinline__ int cake_cluster_ctaid(int d) {
   uint32_t x, y, z;
   asm volatile("mov.u32 %0, %%cluster_ctaid.x;" : "=r"(x));
@@ -18,5 +19,6 @@ __device__ __forceinline__ int cake_cluster_rank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return static_cast<int>(r);
 }
+#endif  // CAKE_EMULATE
 #endif
 """

@@ -10,6 +10,10 @@ TEXT = r"""
 #ifndef CAKE_COMMON_HELPERS
 #define CAKE_COMMON_HELPERS
 #define CAKE_FOR(v, n) _Pragma("unroll") for (int v = 0; v < (n); ++v)
+#ifndef CAKE_EMULATE  // PTX instructions: the CPU runtime (cake_emulate.h) supplies these
+// The kernel's dynamic shared memory (a macro so the CPU emulation can give each block its own).
+#define CAKE_DYNAMIC_SMEM(name) extern __shared__ __align__(1024) uint8_t name[]
+#endif  // CAKE_EMULATE
 
 __host__ __device__ constexpr int cake_cdiv(int a, int b) { return (a + b - 1) / b; }
 
@@ -37,6 +41,7 @@ template <> struct cake_vec<4> { using type = uint32_t; };
 template <> struct cake_vec<8> { using type = uint2; };
 template <> struct cake_vec<16> { using type = uint4; };
 
+#ifndef CAKE_EMULATE  // PTX instructions: the CPU runtime (cake_emulate.h) supplies these
 // V consecutive elements in one access (the address is V * sizeof(T) aligned).
 template <int V, typename T>
 __device__ __forceinline__ void cake_load_vec(const T* p, T* out) {
@@ -162,6 +167,7 @@ __device__ __forceinline__ void cake_store_shared_if(uint32_t addr, const T* in,
   }
 }
 
+#endif  // CAKE_EMULATE
 // Element conversions (round to nearest even; fp8 saturates to the finite range).
 __device__ __forceinline__ float cake_f32(float x) { return x; }
 __device__ __forceinline__ float cake_f32(__half x) { return __half2float(x); }
@@ -214,11 +220,13 @@ __device__ __forceinline__ void cake_argmax_xor(T& v, int& i, int mask) {
   if (cake_f32(ov) > cake_f32(v) || (cake_f32(ov) == cake_f32(v) && oi < i)) { v = ov; i = oi; }
 }
 
+#ifndef CAKE_EMULATE  // PTX instructions: the CPU runtime (cake_emulate.h) supplies these
 __device__ __forceinline__ void cake_bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
 }
 __device__ __forceinline__ void cake_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(threads) : "memory");
 }
+#endif  // CAKE_EMULATE
 #endif
 """

@@ -8,6 +8,7 @@ TEXT = r"""
 // ---- mbarriers (PTX ISA 9.7.13.15) ----------------------------------------------------
 #ifndef CAKE_MBARRIER_HELPERS
 #define CAKE_MBARRIER_HELPERS
+#ifndef CAKE_EMULATE  // PTX instructions: the CPU runtime (cake_emulate.h) supplies these
 __device__ __forceinline__ void cake_mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
 }
@@ -65,6 +66,7 @@ __device__ __forceinline__ void cake_fence_barrier_init() {
 #endif
 }
 
+#endif  // CAKE_EMULATE
 // One side's cursor over a pipeline ring: the stage it takes next, the parity it waits
 // for there, and the stage it took last (the one its copies signal).
 struct CakeCursor {
@@ -94,6 +96,7 @@ __device__ __forceinline__ int cake_pipe_wait(CakeCursor& c, uint32_t full, int 
   return s;
 }
 
+#ifndef CAKE_EMULATE  // PTX instructions: the CPU runtime (cake_emulate.h) supplies these
 // commit() / release(): arrive on the oldest stage held (full or empty barrier).
 // (A predicated arrival, not a branch: see cake_store_global_if.)
 __device__ __forceinline__ void cake_pipe_arrive(int& stage, uint32_t bars, int stages,
@@ -103,5 +106,6 @@ __device__ __forceinline__ void cake_pipe_arrive(int& stage, uint32_t bars, int 
                :: "r"(bars + 8 * stage), "r"(arrive ? 1u : 0u) : "memory");
   if (++stage == stages) stage = 0;
 }
+#endif  // CAKE_EMULATE
 #endif
 """

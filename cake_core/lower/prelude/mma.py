@@ -6,6 +6,7 @@ TEXT = r"""
 // ---- mma.sync m16n8k16 (PTX ISA 9.7.14.5.8): d = a * b + d, f32 accumulators ----------
 #ifndef CAKE_MMA_HELPERS
 #define CAKE_MMA_HELPERS
+#ifndef CAKE_EMULATE  // PTX instructions: the CPU runtime (cake_emulate.h) supplies these
 __device__ __forceinline__ void cake_mma_m16n8k16_f16(float* d, const uint32_t* a,
                                                       const uint32_t* b) {
   asm volatile(
@@ -22,5 +23,6 @@ __device__ __forceinline__ void cake_mma_m16n8k16_bf16(float* d, const uint32_t*
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+#endif  // CAKE_EMULATE
 #endif
 """

@@ -10,6 +10,7 @@ def _tma_helpers() -> str:
 // ---- TMA (PTX ISA 9.7.9.25: cp.async.bulk.tensor) -----------------------------------
 #ifndef CAKE_TMA_HELPERS
 #define CAKE_TMA_HELPERS
+#ifndef CAKE_EMULATE  // PTX instructions: the CPU runtime (cake_emulate.h) supplies these
 __device__ __forceinline__ void cake_prefetch_tmap(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" :: "l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
@@ -54,7 +55,7 @@ __device__ __forceinline__ void cake_tma_store_{rank}d(const CUtensorMap* map, u
       :: "l"(reinterpret_cast<uint64_t>(map)), "r"(src){ins} : "memory");
 }}
 """)
-    out.append("#endif\n")
+    out.append("#endif  // CAKE_EMULATE\n#endif\n")
     return "".join(out)
 
 

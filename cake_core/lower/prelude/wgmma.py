@@ -25,6 +25,7 @@ __host__ __device__ __forceinline__ uint64_t cake_wgmma_desc(uint32_t addr, uint
        | (static_cast<uint64_t>((sbo & 0x3FFFFu) >> 4) << 32)
        | (static_cast<uint64_t>(mode) << 62);
 }
+#ifndef CAKE_EMULATE  // PTX instructions: the CPU runtime (cake_emulate.h) supplies these
 __device__ __forceinline__ void cake_wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 }
@@ -42,6 +43,7 @@ __device__ __forceinline__ void cake_fence_regs(float (&r)[N]) {
   CAKE_FOR(i, N) asm volatile("" : "+f"(r[i]) :: "memory");
 }
 
+#endif  // CAKE_EMULATE
 #endif
 """
 
@@ -70,7 +72,7 @@ def wgmma_helper(n: int, dtype: DType) -> str:
     trans = ", 0, 0" if k == 16 else ""
     name = wgmma_helper_name(n, dtype)
     return f"""
-#ifndef CAKE_HELPER_{name.upper()}
+#if !defined(CAKE_HELPER_{name.upper()}) && !defined(CAKE_EMULATE)
 #define CAKE_HELPER_{name.upper()}
 __device__ __forceinline__ void {name}(float* d, uint64_t desc_a, uint64_t desc_b) {{
   asm volatile(
