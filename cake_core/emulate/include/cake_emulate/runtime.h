@@ -244,10 +244,14 @@ inline void block_until(std::function<bool()> ready, std::function<std::string()
                         Loc loc) {
   Thread& t = cur();
   t.last = loc;
-  if (ready()) return;
-  t.blocked = true;
-  t.wait = {std::move(ready), std::move(describe), loc};
-  switch_out();
+  // The condition is re-tested when the thread runs again: another thread may have run
+  // between the scheduler's test and this one's turn (a polling wait can miss a phase, as
+  // on the GPU, and a resource taken in between is not there any more).
+  while (!ready()) {
+    t.blocked = true;
+    t.wait = {ready, describe, loc};
+    switch_out();
+  }
 }
 
 // A point where another thread may run first: how races become visible.
