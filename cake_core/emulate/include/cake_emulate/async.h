@@ -73,7 +73,9 @@ inline int tmap_elem_bytes(CUtensorMapDataType t) {
 
 // The checks cuTensorMapEncodeTiled makes (CUDA driver API reference): rank 1..5, a 16-byte
 // aligned base, dims in [1, 2^32], strides multiples of 16 below 2^40, box dims in [1, 256],
-// the inner box a multiple of 16 bytes, and at most the swizzle span when swizzled.
+// the inner box a multiple of 16 bytes, and at most the swizzle span when swizzled.  One
+// more the driver cannot make: the mapped extent must lie inside a buffer the caller
+// registered (a reason starting with '@' is that check, not the driver's).
 inline const char* encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, uint32_t rank,
                                 const void* base, const uint64_t* dims, const uint64_t* strides,
                                 const uint32_t* box, CUtensorMapSwizzle swizzle) {
@@ -111,7 +113,8 @@ inline const char* encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, uin
     const auto lo = reinterpret_cast<uintptr_t>(base);
     bool inside = false;
     for (const Buffer& b : g_buffers) inside |= lo >= b.lo && lo + last + eb <= b.hi;
-    if (!inside) return "the tensor map's extent (dims x strides) lies outside every tensor passed";
+    if (!inside) return "@the tensor map's extent (dims x strides) reaches past every tensor passed "
+                        "to the kernel: its TMA copies would touch memory the kernel does not own";
   }
   return nullptr;
 }

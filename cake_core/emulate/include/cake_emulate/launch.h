@@ -2,17 +2,21 @@
 // blocks' threads as fibers), the report, and the C ABI the Python runner loads.
 #pragma once
 
+namespace cake_emu { inline std::string json_str(const std::string& s); }
+
 inline cudaError_t cake_encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype,
                                      cuuint32_t rank, const void* base, const cuuint64_t* dims,
                                      const cuuint64_t* strides, const cuuint32_t* box,
                                      CUtensorMapSwizzle swizzle) {
   const char* why = ::cake_emu::encode_tiled(map, dtype, rank, base, dims, strides, box, swizzle);
   if (why == nullptr) return cudaSuccess;
-  ::cake_emu::Launch probe{};
-  ::cake_emu::g_report = std::string("{\"ok\": false, \"findings\": [{\"kind\": \"tensor_map\", "
-                                     "\"message\": \"cuTensorMapEncodeTiled would reject this "
-                                     "map: ") + why + "\", \"file\": \"\", \"line\": 0, "
-                                     "\"threads\": []}], \"stats\": {}}";
+  const bool ours = why[0] == '@';
+  const std::string message = ours ? std::string(why + 1)
+                                   : std::string("cuTensorMapEncodeTiled would reject this map: ") + why;
+  ::cake_emu::g_report = "{\"ok\": false, \"findings\": [{\"kind\": " +
+                         ::cake_emu::json_str(ours ? "global_bounds" : "tensor_map") +
+                         ", \"message\": " + ::cake_emu::json_str(message) +
+                         ", \"file\": \"\", \"line\": 0, \"threads\": []}], \"stats\": {}}";
   return cudaErrorInvalidValue;
 }
 
