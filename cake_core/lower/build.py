@@ -19,7 +19,7 @@ from cake_core.diagnostics.model import Diagnostic, Severity
 from cake_core.hardware import get_arch
 from cake_core.ir.kernel import Kernel
 from cake_core.lower import LowerResult, lower_checked
-from cake_core.lower.kernel import launch_ceiling
+from cake_core.lower.kernel import launch_regs
 from cake_core.lower.ptxas import FunctionResources, diagnostics, parse_log
 from cake_core.lower.toolchain import CompileResult, Toolchain, compile_cu
 from cake_core.primitives.registry import Registry
@@ -148,9 +148,8 @@ def expected_registers(k: Kernel) -> dict[str, int]:
     spec = get_arch(k.arch)
     if spec is None:
         return {}
-    regs = [r.regs for r in k.roles.values() if r.regs is not None]
-    if regs:
-        exact = min(launch_ceiling(k.threads, spec), max(regs))
+    exact = launch_regs(k, spec)
+    if exact is not None:
         return {"low": exact, "high": exact, "exact": exact}
     ests = role_estimates(k, spec).values()
     return {"low": max(e.low for e in ests), "high": max(e.high for e in ests),

@@ -2,14 +2,16 @@
 
 Layout of the generated function:
 
-1. the signature: tensors as `__restrict__` pointers, dims as `int`, scalars by value, then
-   one `const __grid_constant__ CUtensorMap` per (tensor, box, swizzle) TMA uses;
+1. the signature: tensors (`__restrict__` pointers) and scalars (by value) in declaration
+   order, then the dims as `int`, then one `const __grid_constant__ CUtensorMap` per
+   (tensor, box, swizzle) TMA uses;
 2. the prologue: `CAKE_DYNAMIC_SMEM(smem)` (the dynamic `extern __shared__` array), one `constexpr`
    byte offset per allocation from the verifier's smem plan, warp and lane indices;
 3. the body in program order; each role is one `if` on the warp index, which first sets
-   its register budget (`setmaxnreg.dec` below the launch allocation, `.inc` above),
-   names its warps and threads, and declares its pipeline cursors.  A role whose ops are
-   all one-thread ops runs inside `if (leader)`.
+   its register budget (in a kernel with `regs=`, every warpgroup role runs one setmaxnreg:
+   `.inc` to a count above the launch ceiling, `.dec` otherwise, and a role without `regs=`
+   states the launch allocation it keeps), names its warps and threads, and declares its
+   pipeline cursors.  A role whose ops are all one-thread ops runs inside `if (leader)`.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from cake_core.primitives.facets import FacetError, Unsupported
 from cake_core.primitives.traits import Trait
 from cake_core.source import SourceFile
 from cake_core.syntax import ast
+from cake_core.verify.registers import allocated, launch_registers, register_budget
 from cake_core.verify.smem_plan import smem_plan
 from cake_core.verify.views import ViewTracer
 
@@ -60,12 +63,26 @@ class KernelCode:
     smem_const: str
     dim_order: list[str]
     launch_regs: int | None
-    """Registers per thread at launch when roles set their own (setmaxnreg), else None."""
+    """Registers per thread at launch when a role sets its own (setmaxnreg), else None."""
 
 
 def launch_ceiling(threads: int, arch: ArchSpec) -> int:
     """Registers per thread `__launch_bounds__(threads, 1)` allows (allocation unit 8)."""
-    return min(arch.max_regs_per_thread, arch.regs_per_sm // max(1, threads) // 8 * 8)
+    return launch_registers(threads, arch)
+
+
+def launch_regs(k: Kernel, arch: ArchSpec) -> int | None:
+    """The per-thread registers every warp starts with when a role declares `regs=`.
+
+    It is the launch ceiling whatever the roles declare, as the verifier's register budget
+    (`verify/registers.py`) has it: a role with `regs=` moves to its own count from there, a
+    role without one keeps the ceiling, and the roles' setmaxnregs hold ptxas to it
+    (`_Writer._setmaxnreg`).  A declared count is no launch count: taking the smallest one
+    left the other roles unaccounted for, and ptxas allocating something else.  None
+    without any `regs=`: ptxas then chooses the count.
+    """
+    budget = register_budget(k, arch)
+    return budget.launch_regs if budget.uses_setmaxnreg else None
 
 
 def _dims_of(k: Kernel) -> list[str]:
@@ -145,17 +162,10 @@ def lower_kernel(kernel: Kernel, source: SourceFile, module: ast.Module | None,
     em = Emitter(source.path)
     entry = c_identifier(kernel.name)
     smem_const = names.internal(f"CAKE_SMEM_BYTES_{entry}")
-    launch_regs = _launch_regs(kernel, arch)
+    launch = launch_regs(kernel, arch)
     w = _Writer(ctx, em, source)
     w.kernel(entry, dims, smem.total)
-    return KernelCode(kernel, entry, em, ctx, plan, smem.total, smem_const, dims, launch_regs)
-
-
-def _launch_regs(k: Kernel, arch: ArchSpec) -> int | None:
-    regs = [r.regs for r in k.roles.values() if r.regs is not None]
-    if not regs:
-        return None
-    return min(launch_ceiling(k.threads, arch), max(regs))
+    return KernelCode(kernel, entry, em, ctx, plan, smem.total, smem_const, dims, launch)
 
 
 class _Writer:
@@ -377,20 +387,17 @@ class _Writer:
         desc = f'// role "{r.name}": warps {g.warp_start}..{g.warp_stop - 1}'
         if g.warpgroups:
             desc += f" ({g.warpgroups} warpgroup{'s' if g.warpgroups > 1 else ''})"
+        launch = launch_regs(ctx.kernel, ctx.arch)
         if r.regs is not None:
             desc += f", {r.regs} registers per thread"
+        elif launch is not None:
+            desc += f", the launch's {launch} registers per thread"
         if g.single:
             desc += "; its ops run in one elected thread"
         em.emit(desc, None)
         em.at(r.span.start.line)
-        launch = _launch_regs(ctx.kernel, ctx.arch)
-        if r.regs is not None and launch is not None and r.regs != launch:
-            if not g.warpgroups:
-                raise LowerError(r.name_span, "setmaxnreg applies to whole warpgroups: the role "
-                                 "must start at a multiple of 4 warps and span whole warpgroups")
-            kind = "inc" if r.regs > launch else "dec"
-            ctx.features.add("setmaxnreg")
-            em.emit(f"cake_setmaxnreg_{kind}<{r.regs}>();  // launched with {launch}")
+        if launch is not None:
+            self._setmaxnreg(r, g, launch)
         pro_at = em.mark()
         prev_group, prev_accs = ctx.group, ctx.wgmma_accs
         ctx.group, ctx.wgmma_accs = g, []
@@ -416,6 +423,26 @@ class _Writer:
             em.insert(pro_at, "\n".join(decl), r.span.start.line)
         ctx.group, ctx.wgmma_accs = prev_group, prev_accs
         em.close()
+
+    def _setmaxnreg(self, r: Role, g: Group, launch: int) -> None:
+        """Every warpgroup role of a kernel with `regs=` states its count, its own `regs=` or
+        the launch allocation it keeps.  Stating the kept count is what holds ptxas to the
+        launch ceiling the budget, the metadata and the cost model assume: given only
+        `setmaxnreg.dec`s and a role that states nothing, ptxas drops the decs (nothing could
+        claim what they free) and picks its own count.  At run time such a `.dec` to the
+        count the warps already hold releases nothing."""
+        ctx = self.ctx
+        if not g.warpgroups:
+            if r.regs is not None:
+                raise LowerError(r.name_span, "setmaxnreg applies to whole warpgroups: the role "
+                                 "must start at a multiple of 4 warps and span whole warpgroups")
+            return  # keeps the launch count; setmaxnreg cannot name it for part of a warpgroup
+        count = r.regs if r.regs is not None else allocated(launch, ctx.arch)
+        kind = "inc" if count > launch else "dec"
+        why = f"launched with {launch}" if r.regs is not None else \
+            "keeps the launch count; stating it holds ptxas to it"
+        ctx.features.add("setmaxnreg")
+        self.em.emit(f"cake_setmaxnreg_{kind}<{count}>();  // {why}")
 
     def _cursors(self, role: str) -> list[str]:
         ctx = self.ctx
@@ -453,4 +480,4 @@ def _idents(text: str) -> set[str]:
     return set(re.findall(r"[A-Za-z_]\w*", code))
 
 
-__all__ = ["FragVar", "KernelCode", "launch_ceiling", "lower_kernel", "walk_nodes"]
+__all__ = ["FragVar", "KernelCode", "launch_ceiling", "launch_regs", "lower_kernel", "walk_nodes"]
