@@ -1,11 +1,17 @@
-"""The host side of a lowered kernel: a launcher and machine-readable metadata.
+"""The host side of a lowered kernel: a size-contract check, a launcher and metadata.
 
-`cake_launch_<kernel>(tensors..., dims..., scalars..., stream)` encodes the tensor maps
-(`cuTensorMapEncodeTiled`, fetched with `cudaGetDriverEntryPointByVersion` so nothing links
-libcuda), computes the grid from the dims, opts in to the kernel's dynamic shared memory
-and launches.  The metadata (kernel name, parameters, grid expressions, block, shared
-memory, tensor maps) is written both as an `extern "C"` JSON string in the .cu and as a JSON
-file next to it, so a Python runner needs no C++ parsing.
+`cake_launch_<kernel>(params..., dims..., stream)` takes the kernel's tensor and scalar
+parameters in declaration order, then its dims, then the stream.  It first checks the
+kernel's size contract (no dim negative, each `max=` and `multiple_of=` kept) and returns
+`cudaErrorInvalidValue` without touching the device when the dims break it: a kernel
+declared for M <= 64 would otherwise write 64 rows of a larger M and report success.
+`cake_contract_error_<kernel>(dims...)` is that check on its own, for a caller who wants to
+know which rule failed.  The launcher then encodes the tensor maps (`cuTensorMapEncodeTiled`,
+fetched with `cudaGetDriverEntryPointByVersion` so nothing links libcuda), computes the grid
+from the dims, opts in to the kernel's dynamic shared memory and launches.  The metadata
+(kernel name, parameters, grid expressions, block, shared memory, tensor maps) is written
+both as an `extern "C"` JSON string in the .cu and as a JSON file next to it, so a Python
+runner needs no C++ parsing.
 """
 
 from __future__ import annotations
@@ -71,6 +77,8 @@ def sym_json(e: SymExpr) -> Any:
 
 
 def launcher_params(code: KernelCode) -> list[str]:
+    """The launcher's C parameters: tensors and scalars in the kernel's declaration order,
+    then the dims, then the stream (the order the runner and the metadata rely on)."""
     ctx, k = code.ctx, code.kernel
     out = []
     for p in k.params:
@@ -113,16 +121,64 @@ def _paren(e: str) -> str:
     return e if e.replace("_", "").isalnum() else f"({e})"
 
 
+def contract_symbol(code: KernelCode) -> str:
+    return f"cake_contract_error_{code.entry}"
+
+
+def contract_rules(code: KernelCode) -> list[tuple[str, str]]:
+    """(C condition that breaks the rule, message) per rule, in the order they are checked:
+    per dim in launcher order, negative, then `multiple_of=`, then `max=` (as
+    `Launchable.check_dims` checks them)."""
+    out: list[tuple[str, str]] = []
+    for name in code.dim_order:
+        c = code.ctx.dims[name]
+        out.append((f"{c} < 0", f"{name} is negative"))
+        d = _dim(code.kernel, name)
+        if d is None:
+            continue
+        if d.multiple_of > 1:
+            out.append((f"{c} % {d.multiple_of} != 0",
+                        f"{name} is not a multiple of {d.multiple_of}, as the kernel declares"))
+        if d.max is not None:
+            out.append((f"{c} > {d.max}", f"{name} exceeds the kernel's declared max {d.max}"))
+    return out
+
+
+def contract_check(code: KernelCode) -> str:
+    """`cake_contract_error_<kernel>(dims...)`: plain host C++, no CUDA call, so it runs (and
+    is tested) on a machine without a GPU or driver.  A string literal per rule keeps the
+    answer valid forever and the function thread-safe, with nothing for the caller to free."""
+    params = ", ".join(f"int {code.ctx.dims[d]}" for d in code.dim_order) or "void"
+    lines = [f"// The size contract of `{code.kernel.name}`: nullptr when the dims keep it, else "
+             "the first rule they",
+             f"// break (a string literal). cake_launch_{code.entry} checks it before anything "
+             "else.",
+             f'extern "C" const char* {contract_symbol(code)}({params}) {{']
+    lines += [f"  if ({cond}) return {_c_string(msg)};" for cond, msg in contract_rules(code)]
+    lines += ["  return nullptr;", "}"]
+    return "\n".join(lines)
+
+
+def _c_string(text: str) -> str:
+    """A C string literal: JSON's escapes of quotes, backslashes and control characters are
+    C's too, and ASCII-only output needs no thought about the source encoding."""
+    return json.dumps(text, ensure_ascii=True)
+
+
 def launcher(code: KernelCode) -> str:
     ctx, k = code.ctx, code.kernel
     grid = [ctx.sym(g) for g in k.grid] + ["1"] * (3 - len(k.grid))
     args = [ctx.tensors[p.name].cname if isinstance(p.value.type, TensorType)
             else ctx.scalars[p.name] for p in k.params
             if isinstance(p.value.type, TensorType | ScalarType)]
-    args += [ctx.dims[d] for d in code.dim_order]
+    dims = [ctx.dims[d] for d in code.dim_order]
+    args += dims
     args += [s.cname for s in ctx.tmaps]
-    lines = [f'extern "C" cudaError_t cake_launch_{code.entry}(' +
+    lines = [contract_check(code), "",
+             f'extern "C" cudaError_t cake_launch_{code.entry}(' +
              ", ".join(launcher_params(code)) + ") {",
+             f"  if ({contract_symbol(code)}({', '.join(dims)}) != nullptr) "
+             "return cudaErrorInvalidValue;  // dims break the size contract: launch nothing",
              f"  const dim3 grid({', '.join(grid)});",
              "  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return cudaSuccess;  "
              "// nothing to do"]
@@ -178,6 +234,7 @@ def metadata(code: KernelCode, cu_name: str) -> dict[str, Any]:
         "entry": code.entry,
         "launcher": f"cake_launch_{code.entry}",
         "metadata_symbol": f"cake_meta_{code.entry}",
+        "contract_check": contract_symbol(code),
         "arch": k.arch,
         "source": code.emitter.cake_path,
         "cu": cu_name,
@@ -226,4 +283,5 @@ def metadata_symbol(code: KernelCode, meta: dict[str, Any]) -> str:
     return f'extern "C" const char cake_meta_{code.entry}[] = R"cakejson({text})cakejson";'
 
 
-__all__ = ["HOST_HELPERS", "SCHEMA", "launcher", "metadata", "metadata_symbol", "sym_json"]
+__all__ = ["HOST_HELPERS", "SCHEMA", "contract_check", "contract_rules", "contract_symbol",
+           "launcher", "metadata", "metadata_symbol", "sym_json"]

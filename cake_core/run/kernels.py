@@ -1,8 +1,9 @@
 """What the protocol launches: a candidate kernel, whatever actually runs it.
 
 `Launchable` is the one method the verification protocol calls.  `CudaKernel` calls the
-lowered C launcher `cake_launch_<kernel>` through ctypes with device pointers, the dims and
-a raw stream; the fake kernels in `fake.py` implement the same method over numpy memory.
+lowered C launcher `cake_launch_<kernel>` through ctypes with device pointers, the scalars,
+the dims and a raw stream; the fake kernels in `fake.py` implement the same method over
+numpy memory.
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ _SCALAR_CTYPES: dict[str, Any] = {
 }
 
 
+#: What the launcher returns, without launching, for dims that break the size contract.
+CUDA_ERROR_INVALID_VALUE = 1
+
+
 class CudaKernel(Launchable):
     """A lowered kernel in a shared library built by `build.build_library`."""
 
@@ -85,6 +90,12 @@ class CudaKernel(Launchable):
         argtypes.append(ctypes.c_void_p)  # the stream
         self._fn.argtypes = argtypes
         self._fn.restype = ctypes.c_int
+        self._dim_names = [str(p["name"]) for p in self._params if p["kind"] == "dim"]
+        contract = meta.get("contract_check")
+        self._contract = getattr(self._lib, str(contract), None) if contract else None
+        if self._contract is not None:
+            self._contract.argtypes = [ctypes.c_int] * len(self._dim_names)
+            self._contract.restype = ctypes.c_char_p
         self._errstr = getattr(self._lib, "cake_runtime_error_string", None)
         if self._errstr is not None:
             self._errstr.argtypes = [ctypes.c_int]
@@ -124,7 +135,21 @@ class CudaKernel(Launchable):
         args.append(ctypes.c_void_p(device.stream_handle(stream)))
         rc = self._fn(*args)
         if rc != 0:
-            raise LaunchError(f"{self.meta['launcher']} returned {self.error_string(rc)}")
+            msg = f"{self.meta['launcher']} returned {self.error_string(rc)}"
+            broken = self.contract_error(dims) if rc == CUDA_ERROR_INVALID_VALUE else None
+            if broken is not None:
+                shape = ", ".join(f"{n}={int(dims[n])}" for n in self._dim_names)
+                msg += f": {broken} ({shape}); nothing was launched"
+            raise LaunchError(msg)
+
+    def contract_error(self, dims: Mapping[str, int]) -> str | None:
+        """The size-contract rule the dims break, as the library's own check words it (the
+        launcher refuses such dims with cudaErrorInvalidValue); None when they keep it or
+        the library has no check."""
+        if self._contract is None:
+            return None
+        raw = self._contract(*(int(dims[n]) for n in self._dim_names))
+        return raw.decode(errors="replace") if raw else None
 
 
 def _scalar_arg(value: Any, dtype: str) -> Any:
