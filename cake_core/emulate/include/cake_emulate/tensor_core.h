@@ -223,17 +223,19 @@ inline void setmaxnreg(int regs, bool inc, Loc loc) {
   if (launch == 0) return;  // launched without a known per-thread count: nothing to budget
   const uint64_t target = ++t.wg_coll;
   if (t.tid % 128 == 0) {
-    const int current = wg.regs ? wg.regs : launch;
+    const int current = wg.regs ? wg.regs : (launch + 7) / 8 * 8;
     if (inc ? regs < current : regs > current) {
       fail("setmaxnreg", fmt("setmaxnreg.%s %d from %d registers per thread", inc ? "inc" : "dec",
                              regs, current), loc);
     }
     auto used = [&b, launch] {
       int64_t s = 0;
-      for (auto& w : b.wgs) s += static_cast<int64_t>(w.regs ? w.regs : launch) * 128;
+      for (auto& w : b.wgs) s += static_cast<int64_t>(w.regs ? w.regs : (launch + 7) / 8 * 8) * 128;
       return s;
     };
-    const int64_t pool = static_cast<int64_t>(launch) * static_cast<int64_t>(b.threads.size());
+    // registers are allocated per thread in units of 8 (a launch bound of 255 holds 256)
+    const int64_t pool = static_cast<int64_t>((launch + 7) / 8 * 8) *
+                         static_cast<int64_t>(b.threads.size());
     Warpgroup* wp = &wg;
     const int64_t need = static_cast<int64_t>(regs - current) * 128;
     block_until([used, pool, need] { return used() + need <= pool; },
