@@ -109,8 +109,6 @@ def _parses(text: str) -> bool:
 
 
 KNOWN = {
-    "kmeans_assign_sm90.cake:36:close@1803":
-        "the `)` ending a two-line `def` header: the closer is put in too late",
     "gemm_sm90_block.cake:1:comma@6":
         "`BM, BN BK, ...`: tree-sitter reports the missing comma and a second error",
 }

@@ -61,6 +61,10 @@ class Flaw:
     remove: int
     insert: bytes
     fixable: bool = True
+    statement: int = -1
+    """Offset of the first token of the statement (logical line) the flaw is in, or -1.
+    A statement's block is indented deeper than its first line, not than whichever
+    continuation line the flaw sits on."""
 
 
 @dataclass(slots=True)
@@ -131,7 +135,7 @@ def scan(data: bytes, lo: int = 0, hi: int | None = None) -> list[Flaw]:
         elif kind == "open":
             stack.append((data[start], start))
         elif kind == "close":
-            _close(data[start], start, stack, flaws)
+            _close(data[start], start, stack, flaws, line.start)
         elif kind == "op" and m.group() == b":" and not stack:
             line.top_colon = True
         line.colon_at = start if m.group() == b":" else -1
@@ -168,7 +172,8 @@ def _next_line_indented(data: bytes, pos: int, indent: int) -> bool:
     return j < len(data) and data[j] not in b"\r\n#" and j - pos > indent
 
 
-def _close(byte: int, offset: int, stack: list[tuple[int, int]], flaws: list[Flaw]) -> None:
+def _close(byte: int, offset: int, stack: list[tuple[int, int]], flaws: list[Flaw],
+           statement: int) -> None:
     want = _OPENER[byte]
     closer = chr(byte)
     if not stack:
@@ -192,7 +197,7 @@ def _close(byte: int, offset: int, stack: list[tuple[int, int]], flaws: list[Fla
         opener, where = stack[-1]
         flaws.append(Flaw(
             "unclosed", f"`{chr(opener)}` was never closed", where, where + 1,
-            offset, 0, missing,
+            offset, 0, missing, statement=statement,
         ))
     del stack[depth:]
 
@@ -205,7 +210,7 @@ def _close_all(stack: list[tuple[int, int]], line: _Line, flaws: list[Flaw],
     missing = b"".join(_CLOSER[o] for o, _ in reversed(stack))
     opener, where = stack[0]
     flaws.append(Flaw("unclosed", f"`{chr(opener)}` was never closed", where, where + 1,
-                      at, 0, missing))
+                      at, 0, missing, statement=line.start))
     stack.clear()
 
 
@@ -214,7 +219,7 @@ def _end_line(line: _Line, flaws: list[Flaw]) -> None:
         keyword = (line.first or b"").decode()
         flaws.append(Flaw(
             "colon", f"expected `:` at the end of the `{keyword}` line",
-            line.last_end, line.last_end, line.last_end, 0, b":",
+            line.last_end, line.last_end, line.last_end, 0, b":", statement=line.start,
         ))
 
 
