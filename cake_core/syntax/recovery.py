@@ -1,7 +1,8 @@
 """Syntax errors: good CK001 messages, tight ranges, fixes, and a repaired text to convert.
 
 When tree-sitter reports an error, the mechanical flaws found by `tokens.scan` near it
-(a missing `:`, an unclosed or mismatched bracket, an unterminated string) are reported
+(a missing `:`, an unclosed or mismatched bracket, an unterminated string, a comma
+missing between two names of a target list) are reported
 with their fix, and the text is repaired in memory and parsed again so that the code
 around the error keeps its AST.  `PatchMap` carries offsets of the repaired buffer back
 to the user's text.  Whatever ERROR and MISSING nodes remain get a message naming the
@@ -84,9 +85,10 @@ def find_repairs(data: bytes, errors: list[tuple[int, int]],
     last_end = -1
     for flaw in scan(data, lo, hi):
         first = flaw.statement if flaw.statement >= 0 else flaw.at
-        if flaw.kind == "colon":
+        if flaw.kind in ("colon", "comma"):
             # tree-sitter's error starts at the keyword, or, when the header and its body
-            # read on as one expression, anywhere in the body
+            # read on as one expression, anywhere in the body; a target list missing a
+            # comma may be split anywhere up to its `=`
             lo, hi = _line_start(data, first), _block_end(data, flaw.at, first)
         elif flaw.kind == "unclosed":
             # what follows an unclosed bracket reads on as its contents: the error may
