@@ -8,8 +8,9 @@ exceptions.  The steps:
    surrogates are CK003; NULs and surrogates are blanked to spaces in the buffer handed
    to tree-sitter (same length, so every offset stays valid).
 2. tree-sitter parses the buffer.  If it found errors, `recovery` reports them (CK001) and
-   repairs the mechanical ones (missing `:`, brackets, unterminated strings) in a copy of
-   the text that is parsed again, so the statements around an error keep their AST.
+   repairs the mechanical ones (missing `:`, brackets, unterminated strings, a comma
+   missing from a target list) in a copy of the text that is parsed again, so the
+   statements around an error keep their AST.
 3. `convert` builds the AST from the tree, reporting constructs outside the subset (CK002).
 
 `ParseResult.tree` is the tree of the text as written (before any repair; with NULs

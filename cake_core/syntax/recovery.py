@@ -1,7 +1,8 @@
 """Syntax errors: good CK001 messages, tight ranges, fixes, and a repaired text to convert.
 
 When tree-sitter reports an error, the mechanical flaws found by `tokens.scan` near it
-(a missing `:`, an unclosed or mismatched bracket, an unterminated string) are reported
+(a missing `:`, an unclosed or mismatched bracket, an unterminated string, a comma
+missing between two names of a target list) are reported
 with their fix, and the text is repaired in memory and parsed again so that the code
 around the error keeps its AST.  `PatchMap` carries offsets of the repaired buffer back
 to the user's text.  Whatever ERROR and MISSING nodes remain get a message naming the
@@ -83,14 +84,16 @@ def find_repairs(data: bytes, errors: list[tuple[int, int]],
     chosen: list[Flaw] = []
     last_end = -1
     for flaw in scan(data, lo, hi):
-        if flaw.kind == "colon":
+        first = flaw.statement if flaw.statement >= 0 else flaw.at
+        if flaw.kind in ("colon", "comma"):
             # tree-sitter's error starts at the keyword, or, when the header and its body
-            # read on as one expression, anywhere in the body
-            lo, hi = _line_start(data, flaw.at), _block_end(data, flaw.at)
+            # read on as one expression, anywhere in the body; a target list missing a
+            # comma may be split anywhere up to its `=`
+            lo, hi = _line_start(data, first), _block_end(data, flaw.at, first)
         elif flaw.kind == "unclosed":
             # what follows an unclosed bracket reads on as its contents: the error may
             # come anywhere up to the end of the statement's block
-            lo, hi = flaw.start, _block_end(data, flaw.at)
+            lo, hi = flaw.start, _block_end(data, flaw.at, first)
         else:
             lo, hi = flaw.start, max(flaw.end, flaw.at) + 1
         if not _overlaps(errors, starts, lo - _ERROR_NEARBY, hi + _ERROR_NEARBY):
@@ -138,11 +141,16 @@ def _line_start(data: bytes, offset: int) -> int:
     return data.rfind(b"\n", 0, offset) + 1
 
 
-def _block_end(data: bytes, header_end: int) -> int:
-    """End of the block under the compound statement header that ends at `header_end`:
-    the first non-blank line indented no deeper than the header's first line."""
-    start = _line_start(data, header_end)
-    indent = len(data[start:header_end]) - len(data[start:header_end].lstrip(b" \t"))
+def _block_end(data: bytes, header_end: int, first: int) -> int:
+    """End of the block under the compound statement header that ends at `header_end`
+    and begins at `first`: the first non-blank line indented no deeper than the header's
+    first line.  (A header continued over several lines, `def f(a,` then `b)`, indents
+    its continuation deeper than its body; measured there, the block would end at once.)"""
+    start = _line_start(data, first)
+    indent = start
+    while indent < len(data) and data[indent] in b" \t":
+        indent += 1
+    indent -= start
     pos = data.find(b"\n", header_end)
     while pos != -1:
         nxt = data.find(b"\n", pos + 1)

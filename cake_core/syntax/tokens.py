@@ -7,12 +7,18 @@ Python's tokenizer splits logical lines and reports the `Flaw`s it sees (missing
 unclosed or mismatched bracket, unterminated string), each with the edit that repairs it.
 It runs only when tree-sitter has found an error, and on bytes, so offsets are the byte
 offsets every span uses.
+
+A missing comma is mechanical in one place: between two names of a target list
+(`a, b c = ...`, `for i, j k in ...`), where no operator can stand.  Tree-sitter splits
+such a line into several errors, one of them far from the slip; the scanner sees the
+two names side by side and puts the comma back.
 """
 
 from __future__ import annotations
 
+import keyword
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _TOKEN = re.compile(
     rb"""
@@ -43,6 +49,10 @@ COMPOUND_KEYWORDS = frozenset(
 )
 """Words that start a statement whose header must end with `:`."""
 
+_KEYWORDS = frozenset(word.encode() for word in keyword.kwlist)
+_SOFT_KEYWORDS = frozenset({b"match", b"case", b"type"})
+"""Words that start a statement of their own (`type X = int`) though they are names."""
+
 
 @dataclass(frozen=True, slots=True)
 class Flaw:
@@ -61,6 +71,10 @@ class Flaw:
     remove: int
     insert: bytes
     fixable: bool = True
+    statement: int = -1
+    """Offset of the first token of the statement (logical line) the flaw is in, or -1.
+    A statement's block is indented deeper than its first line, not than whichever
+    continuation line the flaw sits on."""
 
 
 @dataclass(slots=True)
@@ -75,6 +89,85 @@ class _Line:
     first_line_end: int = -1
     colon_at: int = -1
     """Offset of the `:` that ends the physical line so far (-1 when another token does)."""
+    targets: _Targets | None = None
+    """The line's target list while it is being read (None outside one)."""
+
+
+@dataclass(slots=True)
+class _Targets:
+    """The target list of an assignment (`a, b = ...`) or a `for` header (`for i, j in`)
+    as it is scanned: two names side by side there are a missing comma, since a target
+    list holds no operators.  The line must show a comma elsewhere in its targets to be a
+    list at all (`a b = 1` may as well be a misspelt `a_b`)."""
+
+    end: bytes
+    """The token that ends the targets: `=` or `in`."""
+    what: str
+    groups: list[bool] = field(default_factory=list)
+    """Per bracket open in the targets: whether it groups targets (`(a, b)`), not a call
+    or subscript (`x[i]`), where two names side by side may miss an operator."""
+    comma: bool = False
+    operand: bool = False
+    """Whether the last token ends an operand (so an opener after it is a call or subscript)."""
+    name: tuple[int, int] | None = None
+    """[start, end) of the last token when it is a plain name."""
+    adjacent: list[tuple[int, int, int, int]] = field(default_factory=list)
+
+    def feed(self, kind: str, text: bytes, start: int, end: int) -> bool | None:
+        """Read one token: True when it ends the targets, False when it shows the line is
+        no target list after all, None to read on."""
+        if kind == "name":
+            if not self.groups and text == self.end:
+                return True
+            if text in _KEYWORDS:
+                return False
+            plain = not text[:1].isdigit()
+            if plain and self.name is not None and all(self.groups):
+                self.adjacent.append((*self.name, start, end))
+            self.name = (start, end) if plain else None
+            self.operand = True
+            return None
+        self.name = None
+        if kind == "open":
+            self.groups.append(not self.operand)
+            self.operand = False
+        elif kind == "close":
+            if self.groups:
+                self.groups.pop()
+            self.operand = True
+        elif kind == "string":
+            self.operand = True
+        else:
+            self.operand = False
+            if text == b"," and all(self.groups):
+                self.comma = True
+            elif not self.groups and text in (self.end, b":"):
+                return text == self.end  # a top-level `:` first: an annotation
+        return None
+
+    def flaws(self, data: bytes, statement: int) -> list[Flaw]:
+        if not self.comma:
+            return []
+        out: list[Flaw] = []
+        for a_start, a_end, b_start, b_end in self.adjacent:
+            a = data[a_start:a_end].decode("utf-8", errors="replace")
+            b = data[b_start:b_end].decode("utf-8", errors="replace")
+            out.append(Flaw(
+                "comma", f"expected `,` between the {self.what} targets `{a}` and `{b}`",
+                a_start, b_end, a_end, 0, b",", statement=statement,
+            ))
+        return out
+
+
+def _targets(kind: str, text: bytes) -> _Targets | None:
+    """The target list a logical line starting with this token begins, if any."""
+    if text == b"for":
+        return _Targets(b"in", "loop")
+    if kind == "name":
+        plain = text not in _KEYWORDS and text not in _SOFT_KEYWORDS and not text[:1].isdigit()
+    else:
+        plain = text in (b"(", b"[", b"*")
+    return _Targets(b"=", "assignment") if plain else None
 
 
 def scan(data: bytes, lo: int = 0, hi: int | None = None) -> list[Flaw]:
@@ -124,14 +217,24 @@ def scan(data: bytes, lo: int = 0, hi: int | None = None) -> list[Flaw]:
         if at_line_start:
             at_line_start = False
             line = _Line(indent=indent, first=None, start=start)
+        targets = line.targets
         if line.first is None:
             line.first = m.group() if kind == "name" else b""
+            line.targets = targets = _targets(kind, m.group())
+            if line.first == b"for":
+                targets = None  # the keyword itself is no target
+        if targets is not None:
+            done = targets.feed(kind, m.group(), start, end)
+            if done is not None:
+                if done:
+                    flaws.extend(targets.flaws(data, line.start))
+                line.targets = None
         if kind == "string":
             _check_string(m, data, flaws)
         elif kind == "open":
             stack.append((data[start], start))
         elif kind == "close":
-            _close(data[start], start, stack, flaws)
+            _close(data[start], start, stack, flaws, line.start)
         elif kind == "op" and m.group() == b":" and not stack:
             line.top_colon = True
         line.colon_at = start if m.group() == b":" else -1
@@ -168,7 +271,8 @@ def _next_line_indented(data: bytes, pos: int, indent: int) -> bool:
     return j < len(data) and data[j] not in b"\r\n#" and j - pos > indent
 
 
-def _close(byte: int, offset: int, stack: list[tuple[int, int]], flaws: list[Flaw]) -> None:
+def _close(byte: int, offset: int, stack: list[tuple[int, int]], flaws: list[Flaw],
+           statement: int) -> None:
     want = _OPENER[byte]
     closer = chr(byte)
     if not stack:
@@ -192,7 +296,7 @@ def _close(byte: int, offset: int, stack: list[tuple[int, int]], flaws: list[Fla
         opener, where = stack[-1]
         flaws.append(Flaw(
             "unclosed", f"`{chr(opener)}` was never closed", where, where + 1,
-            offset, 0, missing,
+            offset, 0, missing, statement=statement,
         ))
     del stack[depth:]
 
@@ -205,7 +309,7 @@ def _close_all(stack: list[tuple[int, int]], line: _Line, flaws: list[Flaw],
     missing = b"".join(_CLOSER[o] for o, _ in reversed(stack))
     opener, where = stack[0]
     flaws.append(Flaw("unclosed", f"`{chr(opener)}` was never closed", where, where + 1,
-                      at, 0, missing))
+                      at, 0, missing, statement=line.start))
     stack.clear()
 
 
@@ -214,7 +318,7 @@ def _end_line(line: _Line, flaws: list[Flaw]) -> None:
         keyword = (line.first or b"").decode()
         flaws.append(Flaw(
             "colon", f"expected `:` at the end of the `{keyword}` line",
-            line.last_end, line.last_end, line.last_end, 0, b":",
+            line.last_end, line.last_end, line.last_end, 0, b":", statement=line.start,
         ))
 
 
