@@ -33,6 +33,7 @@ pytestmark = pytest.mark.slow  # two host compiles, one of them CuTe's templates
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 RUNTIME_INCLUDE = ROOT / "cake_core" / "emulate" / "include"
+CUDA_DEFAULT = Path("/usr/local/cuda")  # after $CUDA_HOME, $CUDA_PATH and nvcc's toolkit
 
 CUTE_HEADERS = ("cute/tensor.hpp", "cute/atom/mma_traits_sm90_gmma.hpp",
                 "cute/atom/mma_traits_sm80.hpp", "cute/atom/copy_traits_sm75.hpp",
@@ -112,7 +113,7 @@ def cuda_includes() -> list[Path] | str:
     nvcc = find_nvcc()
     if nvcc is not None:
         roots.append(nvcc.parent.parent)
-    roots.append(Path("/usr/local/cuda"))
+    roots.append(CUDA_DEFAULT)
     why = "CuTe needs the CUDA headers (cuda_runtime_api.h, cuda.h): none found under " + \
           ", ".join(str(r) for r in roots)
     for root in roots:
