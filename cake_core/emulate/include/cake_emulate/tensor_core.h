@@ -17,10 +17,21 @@ inline float elem_f32(const unsigned char* p, int kind) {
   }
 }
 
+// The fragment mappings below are named functions, used by the emulation and by the tests
+// that compare them with an independent layout library (tests/emulate).
+struct Coord { int row, col; };
+
 // ---- ldmatrix ---------------------------------------------------------------------------------
 // Lane l supplies the address of row l % 8 of matrix l / 8; register i of lane l receives
 // row l / 4, elements 2 * (l % 4) and +1 of matrix i (transposed: column l / 4, rows
 // 2 * (l % 4) and +1).
+// Half j (0 low, 1 high) of any register of `lane`: its (row, column) in that register's 8x8
+// matrix.
+inline Coord ldmatrix_coord(int lane, int j, bool trans) {
+  if (!trans) return {lane / 4, 2 * (lane % 4) + j};
+  return {2 * (lane % 4) + j, lane / 4};
+}
+
 inline void ldmatrix(uint32_t* r, uint32_t addr, int nmat, bool trans, Loc loc) {
   Thread& t = cur();
   Block& b = blk();
@@ -29,9 +40,7 @@ inline void ldmatrix(uint32_t* r, uint32_t addr, int nmat, bool trans, Loc loc) 
   for (int i = 0; i < nmat; ++i) {
     uint16_t e[2];
     for (int j = 0; j < 2; ++j) {
-      int row, col;
-      if (!trans) { row = lane / 4; col = 2 * (lane % 4) + j; }
-      else { row = 2 * (lane % 4) + j; col = lane / 4; }
+      const auto [row, col] = ldmatrix_coord(lane, j, trans);
       uint32_t ra;
       std::memcpy(&ra, all[i * 8 + row], 4);
       if (ra % 16 != 0) fail("smem_bounds", fmt("ldmatrix row address %u is not 16-byte aligned",
@@ -49,6 +58,18 @@ inline void ldmatrix(uint32_t* r, uint32_t addr, int nmat, bool trans, Loc loc) 
 // groupID g = lane / 4, t = lane % 4.  A: a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..),
 // a3 (g+8, 2t+8..).  B: b0 (k 2t..2t+1, n g), b1 (k 2t+8.., n g).  C/D: d0,d1 (g, 2t..2t+1),
 // d2,d3 (g+8, 2t..2t+1).
+// Where one operand element lives: the lane, the register (a0..a3, b0..b1) and its half.
+struct FragSlot { int lane, reg, half; };
+
+inline FragSlot mma_a_slot(int row, int k) {
+  return {(row % 8) * 4 + (k % 8) / 2, (row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0), k % 2};
+}
+inline FragSlot mma_b_slot(int k, int n) { return {n * 4 + (k % 8) / 2, k >= 8 ? 1 : 0, k % 2}; }
+// Accumulator d[i] of `lane`: its (row, column) in the 16x8 tile.
+inline Coord mma_c_coord(int lane, int i) {
+  return {lane / 4 + (i >= 2 ? 8 : 0), 2 * (lane % 4) + (i % 2)};
+}
+
 inline void mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* bfrag, int kind, Loc loc) {
   uint32_t mine[6] = {a[0], a[1], a[2], a[3], bfrag[0], bfrag[1]};
   const auto* all = warp_exchange(mine, sizeof mine, "mma.sync", loc);
@@ -61,18 +82,16 @@ inline void mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* bfrag, int
     return elem_f32(bytes, kind);
   };
   auto A = [&](int row, int k) {
-    const int reg = (row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0);
-    const int lane = (row % 8) * 4 + (k % 8) / 2;
-    return half_of(lane, reg, k % 2);
+    const FragSlot s = mma_a_slot(row, k);
+    return half_of(s.lane, s.reg, s.half);
   };
   auto B = [&](int k, int n) {
-    const int reg = 4 + (k >= 8 ? 1 : 0);
-    const int lane = n * 4 + (k % 8) / 2;
-    return half_of(lane, reg, k % 2);
+    const FragSlot s = mma_b_slot(k, n);
+    return half_of(s.lane, 4 + s.reg, s.half);
   };
-  const int lane = cur().tid % 32, g = lane / 4, tq = lane % 4;
+  const int lane = cur().tid % 32;
   for (int i = 0; i < 4; ++i) {
-    const int row = g + (i >= 2 ? 8 : 0), col = 2 * tq + (i % 2);
+    const auto [row, col] = mma_c_coord(lane, i);
     float acc = d[i];
     for (int k = 0; k < 16; ++k) acc += A(row, k) * B(k, col);
     d[i] = acc;
@@ -114,6 +133,12 @@ inline uint32_t operand_addr(const Desc& d, int row, int kbyte) {
 
 inline int kind_bytes(int kind) { return kind < 2 ? 2 : 1; }
 
+// Accumulator register i of warpgroup thread t (0..127): its (row, column) in the 64xN tile.
+inline Coord wgmma_acc_coord(int t, int i) {
+  const int w = t / 32, l = t % 32;
+  return {16 * w + l / 4 + 8 * ((i / 2) % 2), (i / 4) * 8 + (l % 4) * 2 + (i % 2)};
+}
+
 // Run one warpgroup MMA: D (64 x N, f32) += A (64 x K) * B (N x K)^T, both K-major in smem.
 inline void wgmma_execute(Block& b, WgmmaOp& op) {
   const int eb = kind_bytes(op.kind), K = 32 / eb;
@@ -134,10 +159,8 @@ inline void wgmma_execute(Block& b, WgmmaOp& op) {
   load(db, op.n, B);
   for (int t = 0; t < 128; ++t) {
     float* acc = op.acc[t];
-    const int w = t / 32, l = t % 32;
     for (int i = 0; i < op.n / 2; ++i) {
-      const int row = 16 * w + l / 4 + 8 * ((i / 2) % 2);
-      const int col = (i / 4) * 8 + (l % 4) * 2 + (i % 2);
+      const auto [row, col] = wgmma_acc_coord(t, i);
       float s = acc[i];
       for (int k = 0; k < K; ++k) s += A[static_cast<size_t>(row) * K + k] * B[static_cast<size_t>(col) * K + k];
       acc[i] = s;
