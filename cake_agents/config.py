@@ -41,7 +41,10 @@ class EvolveConfig:
     workers: int = 2
     eval_timeout_s: float = 120.0
     sim_schedules: int = 2
-    gates: tuple[str, ...] = ("static", "sim", "cost", "ptxas", "gpu")
+    gates: tuple[str, ...] = ("static", "sim", "cost", "ptxas", "emulate", "gpu")
+    emulate: str = "auto"
+    """The emulate gate: `auto` (where there is no GPU and there is a host C++ compiler),
+    `on` (also beside a GPU) or `off`."""
     max_tokens: int = 4096
     model_timeout_s: float = 120.0
     model_retries: int = 3

@@ -186,7 +186,7 @@ class AgentContext:
                  best: float | None = None) -> dict[str, Any]:
         """The evaluation job of one candidate (plain data: it crosses process bounds).
 
-        `best` is the score to beat for the GPU gate (None: always run it)."""
+        `best` is the score to beat for the emulate and GPU gates (None: always run them)."""
         target = self.target_shapes(bucket)
         return {"hash": cand["hash"], "text": cand["text"], "path": f"{cand['hash']}.cake",
                 "task_path": self.info.task_path, "kernel": self.info.kernel,
@@ -197,4 +197,6 @@ class AgentContext:
                 "gates": list(self.config.gates),
                 "score": {"baseline": self.info.baseline, "floors": self.info.floors,
                           "shapes": [[s.key, s.weight] for s in target]},
+                "emulate": {"mode": self.config.emulate, "seed": self.config.seed_rng,
+                            "better_than": best},
                 "gpu": {**self.config.extra.get("gpu", {}), "better_than": best}}

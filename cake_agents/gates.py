@@ -6,7 +6,9 @@
    task's small shapes, under a round-robin and an adversarial schedule;
 3. cost: the analytical cost model on every admitted GPU shape;
 4. ptxas: lowering to CUDA and compiling with nvcc/ptxas, when both are present;
-5. gpu: the GPU runner, when present.
+5. emulate: the lowered CUDA compiled with the host C++ compiler and run on the CPU against
+   the reference (docs/emulation.md), by default only where there is no GPU to run it;
+6. gpu: the GPU runner, when present.
 
 A gate whose component is missing from this installation is recorded as
 "skipped: not available" and the candidate goes on.  A gate that fails stops the chain.
@@ -21,10 +23,11 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-GATES = ("static", "sim", "cost", "ptxas", "gpu")
+GATES = ("static", "sim", "cost", "ptxas", "emulate", "gpu")
 MIN_SIM_SHAPES = 2
 NOT_AVAILABLE = "skipped: not available"
 MAX_FINDINGS = 12
@@ -147,6 +150,7 @@ def _sim(job: dict[str, Any], state: dict[str, Any], out: dict[str, Any]
             shapes.append(dict(s.dims))
         except SimSetupError:
             continue
+    state["sim_shapes"] = shapes
     need = min(MIN_SIM_SHAPES, len(task.shapes_for(entry, sim=True)))
     if len(shapes) < need:
         return "fail", {"shapes": len(shapes)}, [{
@@ -272,15 +276,8 @@ def _gpu(job: dict[str, Any], state: dict[str, Any], out: dict[str, Any]
         probe = probe_gpu()
         if not probe.present:
             return NOT_AVAILABLE, {"reason": probe.reason}, []
-    bar = g.get("better_than")
-    if bar is not None:
-        from cake_agents.scoring import score
-
-        sc = job.get("score") or {}
-        mine = score(out["times"], sc.get("baseline", {}), sc.get("floors", {}),
-                     [_Spec(k, w) for k, w in sc.get("shapes", [])])
-        if mine is None or mine <= float(bar):
-            return "skipped: not better than the best so far", {}, []
+    if not _beats(job, out, g.get("better_than")):
+        return NOT_BETTER, {}, []
     task = _task(job["task_path"])
     shapes = [Shape(dict(d)) for d in g["shapes"]] if g.get("shapes") else [
         Shape(dict(s["dims"])) for s in job["shapes"] if s["key"] in out["admitted"]]
@@ -326,6 +323,123 @@ def _gpu(job: dict[str, Any], state: dict[str, Any], out: dict[str, Any]
     return ("pass" if outcome.passed else "fail"), detail, findings
 
 
+NOT_BETTER = "skipped: not better than the best so far"
+
+
+def _beats(job: dict[str, Any], out: dict[str, Any], bar: Any) -> bool:
+    """Whether the predicted score beats `bar` (None: there is no bar to beat).
+
+    The expensive gates run only for such candidates: they are the ones the search keeps.
+    """
+    if bar is None:
+        return True
+    from cake_agents.scoring import score
+
+    sc = job.get("score") or {}
+    mine = score(out["times"], sc.get("baseline", {}), sc.get("floors", {}),
+                 [_Spec(k, w) for k, w in sc.get("shapes", [])])
+    return mine is not None and mine > float(bar)
+
+
+# --- CPU emulation of the lowered CUDA -----------------------------------------------------
+@dataclass(frozen=True)
+class EmulateAvailability:
+    """Whether the emulate gate runs on this machine, and why not when it does not."""
+
+    on: bool
+    reason: str = ""
+    notable: bool = False
+    """The gate was wanted here but cannot run (the runtime or the compiler is missing):
+    worth telling the user once, unlike a gate left off because a GPU will run the CUDA."""
+
+
+def emulate_availability(mode: str = "auto") -> EmulateAvailability:
+    """`auto`: on where there is no GPU and there is a host C++ compiler; `on`: wherever a
+    compiler is; `off`: never.  The CPU runtime must be installed either way."""
+    if mode == "off":
+        return EmulateAvailability(False, "turned off (--no-emulate)")
+    try:
+        from cake_core.emulate.build import (
+            NoHostCompilerError,
+            find_host_compiler,
+            runtime_missing,
+        )
+        from cake_core.run.device import probe_gpu
+    except ImportError as exc:
+        return EmulateAvailability(False, f"not available: {exc}")
+    try:
+        compiler = find_host_compiler()
+    except NoHostCompilerError as exc:
+        return EmulateAvailability(False, str(exc), notable=mode == "on")
+    if mode == "auto":
+        probe = probe_gpu()
+        if probe.present:
+            return EmulateAvailability(False, f"a GPU is present ({probe.name}): the gpu gate "
+                                              "runs the CUDA there")
+    missing = runtime_missing()
+    if missing is not None:
+        return EmulateAvailability(False, missing, notable=True)
+    return EmulateAvailability(True, compiler.label)
+
+
+_EMULATE: dict[str, EmulateAvailability] = {}
+
+
+def _emulate(job: dict[str, Any], state: dict[str, Any], out: dict[str, Any]
+             ) -> tuple[str, dict[str, Any], list[dict[str, Any]]]:
+    """The lowered kernel on the CPU (`cake run --emulate`) on two of the task's small
+    shapes, for candidates that beat the best so far: seconds each, so not for all."""
+    e = dict(job.get("emulate") or {})
+    mode = str(e.get("mode", "auto"))
+    if mode not in _EMULATE:  # once per worker: the machine does not change under a run
+        _EMULATE[mode] = emulate_availability(mode)
+    avail = _EMULATE[mode]
+    if not avail.on:
+        return NOT_AVAILABLE, {"reason": avail.reason}, []
+    if not _beats(job, out, e.get("better_than")):
+        return NOT_BETTER, {}, []
+    from cake_core.run.protocol import TimingConfig
+    from cake_core.run.runner import EMULATE, BenchOptions, BenchSetupError, bench
+    from cake_core.tasks import Shape
+
+    task = _task(job["task_path"])
+    seed = int(e.get("seed", 0))
+    shapes = [Shape(dict(d)) for d in (state.get("sim_shapes") or [])[:MIN_SIM_SHAPES]]
+    opts = BenchOptions(shapes=shapes or None, seeds=(seed,), backend=EMULATE, baseline=False,
+                        timing=TimingConfig(enabled=False), emulate_seed=seed,
+                        emulate_timeout=float(e.get("timeout_s", 60.0)))
+    source = state["source"]
+    with tempfile.TemporaryDirectory(prefix="cake-evolve-emu-") as tmp:
+        path = Path(tmp) / f"{job['hash']}.cake"
+        path.write_text(job["text"], encoding="utf-8")
+        try:
+            outcome = bench(path, state["kernel"].name, task, opts)
+        except BenchSetupError as exc:
+            unsupported = [d for d in exc.diagnostics if d.code == "CK601"]
+            if unsupported:
+                return (f"skipped: the lowering does not handle this kernel yet "
+                        f"({unsupported[0].message})"), {}, []
+            if exc.exit == 2:  # the machine, not the kernel
+                return NOT_AVAILABLE, {"reason": str(exc)}, []
+            findings = [_finding(d, source) for d in exc.diagnostics
+                        if d.severity.value == "error"]
+            return "fail", {"error": str(exc)}, findings or [{
+                "code": "E-EMULATE", "severity": "error", "line": 0, "col": 0,
+                "line_text": "", "message": str(exc)}]
+    detail = {"device": outcome.report.device, "seconds": round(outcome.elapsed_s, 2),
+              "shapes": [{"dims": r.dims_text, "status": r.status, "correct": r.correct,
+                          "max_abs": r.max_abs, "max_rel": r.max_rel}
+                         for r in outcome.report.shapes]}
+    findings = [_finding(d, source) for d in outcome.diagnostics
+                if d.severity.value == "error"]
+    for r in outcome.report.shapes:
+        if not r.correct and not r.findings:
+            findings.append({"code": "E-EMULATE", "severity": "error", "line": 0, "col": 0,
+                             "line_text": "", "message": f"{r.dims_text}: {r.status}"
+                             + (f" ({r.error})" if r.error else "")})
+    return ("pass" if outcome.passed else "fail"), detail, findings
+
+
 class _Spec:
     """The two fields of a ShapeSpec that scoring needs (jobs carry plain data)."""
 
@@ -333,4 +447,5 @@ class _Spec:
         self.key, self.weight = key, weight
 
 
-_GATE_FUNCS = {"static": _static, "sim": _sim, "cost": _cost, "ptxas": _ptxas, "gpu": _gpu}
+_GATE_FUNCS = {"static": _static, "sim": _sim, "cost": _cost, "ptxas": _ptxas,
+               "emulate": _emulate, "gpu": _gpu}

@@ -1,9 +1,10 @@
 """Running a kernel on the GPU through the runner and printing its report.
 
 `cake bench` times the kernel against the task's baseline; `cake run` without `--sim` only
-checks it.  Both go through `execute`, so they load tasks, report setup problems and render
-results the same way.  The runner is imported inside the functions: `cake --help` loads
-the command modules that import this one.
+checks it; `cake run --emulate` checks the same lowered CUDA on the CPU.  All go through
+`execute`, so they load tasks, report setup problems and render results the same way.  The
+runner is imported inside the functions: `cake --help` loads the command modules that
+import this one.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def shape_row(s: ShapeResult, timing: bool) -> list[str]:
         row += [_fmt(s.candidate_ms, ".4g"), _fmt(s.baseline_ms, ".4g"),
                 _fmt(s.pct_of_baseline, ".1f", "-") + ("%" if s.pct_of_baseline else ""),
                 _fmt(s.tflops, ".1f"), _fmt(s.cv, ".3f")]
-    row.append(",".join(f for f in s.flags if f != "fake_device") or "")
+    row.append(",".join(f for f in s.flags if f not in ("fake_device", "emulated")) or "")
     return row
 
 
@@ -137,8 +138,8 @@ def render_text(outcome: BenchOutcome, *, color: bool = False) -> str:
     headers.append("flags")
     out = head + table(headers, [shape_row(s, timing) for s in rep.shapes])
     for s in rep.shapes:
-        if s.error:
-            out += f"  {s.dims_text}: {s.error}\n"
+        if s.error:  # an emulated launch's error lists the emulator's findings, one a line
+            out += f"  {s.dims_text}: " + s.error.replace("\n", "\n    ") + "\n"
     for note in rep.notes:
         out += f"note: {note}\n"
     if outcome.diagnostics:
@@ -166,5 +167,22 @@ def run_gpu(kernel: str, task_name: str, dims: str | None, seed: int, fmt: str) 
         sys.exit(2)
     opts = BenchOptions(shapes=[Shape(parse_dims(dims))] if dims else None,
                         seeds=(seed, seed + 1), timing=TimingConfig(enabled=False))
+    outcome = execute(kernel, task_name, opts, fmt)
+    sys.exit(0 if outcome.passed else 1)
+
+
+def run_emulated(kernel: str, task_name: str, dims: str | None, seed: int, fmt: str) -> None:
+    """`cake run --emulate`: the runner's checks on the lowered CUDA, run on the CPU.
+
+    The task's simulator shapes by default (emulation is far slower than a GPU); `seed`
+    seeds the inputs (seeds `seed` and `seed + 1`) and the emulator's scheduler.
+    """
+    from cake_core.run.protocol import TimingConfig
+    from cake_core.run.runner import EMULATE, BenchOptions
+    from cake_core.tasks import Shape
+
+    opts = BenchOptions(shapes=[Shape(parse_dims(dims))] if dims else None,
+                        seeds=(seed, seed + 1), timing=TimingConfig(enabled=False),
+                        backend=EMULATE, baseline=False, emulate_seed=seed)
     outcome = execute(kernel, task_name, opts, fmt)
     sys.exit(0 if outcome.passed else 1)

@@ -1,7 +1,7 @@
 """The evaluator: runs the gates of DESIGN §4 on the candidates that check clean.
 
 Static, simulation (>= 2 of the task's small shapes, against its numpy reference), cost
-model, ptxas and the GPU runner, in that order, through the executor; a gate whose
+model, ptxas, CPU emulation and the GPU runner, in that order, through the executor; a gate whose
 component is absent is recorded as "skipped: not available".  Kernels already evaluated
 in this run (same content hash) are not evaluated again, and the evaluation budget is
 never overrun: candidates past it are dropped unevaluated.  A result already in the runs

@@ -55,14 +55,17 @@ if TYPE_CHECKING:  # never imported at run time: the agents load only when the c
                                       "process, or a Ray cluster (extra `ray`).")
 @click.option("--workers", type=click.IntRange(0, 64), default=2, show_default=True,
               help="Worker processes of the local pool.")
-@click.option("--gates", default="static,sim,cost,ptxas,gpu", show_default=True,
+@click.option("--gates", default="static,sim,cost,ptxas,emulate,gpu", show_default=True,
               help="Evaluation gates to run, in order (static and cost always run: the "
                    "search ranks kernels by predicted time).")
+@click.option("--emulate/--no-emulate", "emulate", default=None,
+              help="Run the lowered CUDA of each kept kernel on the CPU (the emulate gate). "
+                   "[default: only where there is no GPU and there is a host C++ compiler]")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress; only the summary.")
 def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: str | None,
            budget_tokens: int | None, budget_usd: float | None, budget_evals: int | None,
            run_dir: str, resume: str | None, seed_rng: int, batch: int | None,
-           executor: str, workers: int, gates: str, quiet: bool) -> None:
+           executor: str, workers: int, gates: str, emulate: bool | None, quiet: bool) -> None:
     """Evolve a kernel for TASK (a task name or a task file) under a budget.
 
     Agents (planner, coder, checker, repairer, evaluator, archivist, reflector) read the
@@ -74,12 +77,15 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
         raise click.UsageError("give a TASK, or --resume RUN")
     if mode == "reference" and not seed_kernel:
         raise click.UsageError("--mode reference needs --seed KERNEL")
-    known = ("static", "sim", "cost", "ptxas", "gpu")
+    known = ("static", "sim", "cost", "ptxas", "emulate", "gpu")
     chosen_gates = [g.strip() for g in gates.split(",") if g.strip()]
     bad = [g for g in chosen_gates if g not in known]
     if bad:
         raise click.UsageError(f"unknown gate(s) {', '.join(bad)}; choose from "
                                f"{', '.join(known)}")
+    if emulate is not None:
+        chosen_gates = [g for g in chosen_gates if g != "emulate"] + (["emulate"] if emulate
+                                                                      else [])
     chosen_gates = [g for g in known if g in chosen_gates or g in ("static", "cost")]
     if seed_kernel and not Path(seed_kernel.partition("::")[0]).is_file():
         raise click.UsageError(f"no such seed kernel file: {seed_kernel.partition('::')[0]}")
@@ -97,7 +103,9 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
         seed_kernel=seed_kernel, model=model, budget_tokens=budget_tokens,
         budget_usd=budget_usd, budget_evals=budget_evals, run_dir=run_dir,
         seed_rng=seed_rng, batch=batch or 0, executor=executor, workers=workers,
-        gates=tuple(chosen_gates))
+        gates=tuple(chosen_gates), emulate="on" if emulate else "auto")
+    if "emulate" in chosen_gates:
+        _note_emulate(config.emulate)
     progress = _Progress(config, quiet)
     try:
         summary = run_evolve(config, resume=resume, progress=progress.sink,
@@ -107,6 +115,15 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
     _print_summary(summary, config)
     if summary.best_hash == "" and summary.evals > 0:
         sys.exit(1)
+
+
+def _note_emulate(mode: str) -> None:
+    """Say once, not per candidate, why a wanted emulate gate cannot run here."""
+    from cake_agents.gates import emulate_availability
+
+    avail = emulate_availability(mode)
+    if avail.notable:
+        click.echo(f"cake evolve: the emulate gate is off: {avail.reason}", err=True)
 
 
 class _Progress:

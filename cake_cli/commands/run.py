@@ -6,6 +6,8 @@ interleavings; each shape passes or fails, with its worst errors, and the simula
 findings are printed as `cake check` prints diagnostics.  Without `--sim` the kernel runs
 on the GPU through the runner (cake_core/run/, docs/running.md) on the task's GPU shapes:
 the same checks as `cake bench`, without timing; with no GPU it says so and exits 2.
+With `--emulate` the lowered CUDA itself runs on the CPU, compiled with the host C++
+compiler (docs/emulation.md), on the task's small shapes: the runner's checks, no timing.
 
 Exit status: 0 every shape passes with no error finding, 1 a shape fails or a finding is
 an error, 2 usage problems (unknown task, bad dims, a kernel that does not type-check).
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from cake_cli.args import parse_dims
-from cake_cli.gpu_run import run_gpu
+from cake_cli.gpu_run import run_emulated, run_gpu
 
 # The libraries are imported inside the functions: `cake --help` loads this module for its
 # help line, and each command loads only what it runs.
@@ -39,20 +41,30 @@ SCHEMA = "cake.run/1"
               help="Task name (shipped, or ./examples/tasks/NAME.py) or a task file path.")
 @click.option("--sim", is_flag=True,
               help="Run in the CPU simulator (without it: on the GPU, through the runner).")
+@click.option("--emulate", is_flag=True,
+              help="Compile the lowered CUDA with the host C++ compiler and run it on the CPU "
+                   "(correctness only, no timing).")
 @click.option("--dims", "dims", metavar="NAME=INT,...",
               help="One shape to run instead of the task's shapes, e.g. M=256,N=256,K=128.")
 @click.option("--schedules", type=click.IntRange(1, 64), default=2, show_default=True,
               help="Interleavings to explore: round-robin, adversarial, then seeded random.")
 @click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of the inputs and of the random schedules.")
+              help="Seed of the inputs and of the random schedules (with --emulate: of the "
+                   "emulator's scheduler too).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Output format.")
-def run(kernel: str, task_name: str, sim: bool, dims: str | None, schedules: int, seed: int,
-        fmt: str) -> None:
+def run(kernel: str, task_name: str, sim: bool, emulate: bool, dims: str | None,
+        schedules: int, seed: int, fmt: str) -> None:
     """Run KERNEL (a .cake file, or file.cake::name) against a task.
 
     Reports pass/fail per shape with the max abs/rel error, and the findings of the run.
     """
+    if sim and emulate:
+        raise click.UsageError("--sim and --emulate are mutually exclusive: --sim runs the "
+                               "IR in the simulator, --emulate the lowered CUDA")
+    if emulate:
+        run_emulated(kernel, task_name, dims, seed, fmt)  # exits
+        return
     if not sim:
         run_gpu(kernel, task_name, dims, seed, fmt)  # exits
         return

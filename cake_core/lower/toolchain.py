@@ -5,6 +5,10 @@ Discovery order: `nvcc` on PATH, then `$CUDA_HOME/bin` and `$CUDA_PATH/bin`, the
 in any `site-packages` of this interpreter.  Compiles are cached by content hash (source,
 flags and toolchain version) under `~/.cache/cake/` (or `$CAKE_CACHE_DIR`), so a second
 `cake compile` of an unchanged kernel costs no nvcc run.  Nothing here needs a GPU.
+
+`build_cached_library` is the one way a lowered .cu becomes a shared library, whichever
+compiler builds it (nvcc for the GPU runner, the host C++ compiler for CPU emulation):
+both cache by content under `lib/` and must fail the same way.
 """
 
 from __future__ import annotations
@@ -203,5 +207,63 @@ def compile_cu(cu: str, arch: str, *, cu_name: str = "kernel.cu",
     return res
 
 
-__all__ = ["NOT_FOUND", "CompileResult", "Toolchain", "cache_dir", "cache_key", "compile_cu",
-           "compile_flags", "find_nvcc", "find_ptxas", "find_toolchain"]
+# --- shared libraries ------------------------------------------------------------------------
+class BuildError(Exception):
+    """A compiler is missing or rejected the code; `log` holds its output."""
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
+def library_key(*parts: str) -> str:
+    """The SHA-256 of everything that decides a library's bytes (source, flags, versions)."""
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _safe(text: str, limit: int = 48) -> str:
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in text)[:limit]
+
+
+def build_cached_library(source: str, command: Sequence[str], *, key: str, name: str,
+                         variant: str, purpose: str, cache: Path | None = None,
+                         env: Mapping[str, str] | None = None,
+                         timeout: float = 600.0) -> tuple[Path, bool]:
+    """`command -o LIB SOURCE.cu` into `<cache>/lib/<name>-<variant>-<key>.so`, once.
+
+    Returns the library and whether it was already cached.  `purpose` ("for sm_90a", "for
+    the CPU") finishes the error message.  The library is copied into the cache atomically,
+    so two processes building the same key never see half a file.
+    """
+    tool = Path(command[0]).name
+    root = (cache if cache is not None else cache_dir()) / "lib"
+    safe = _safe(name)
+    out = root / f"{safe}-{_safe(variant, 16)}-{key[:24]}.so"
+    if out.is_file():
+        return out, True
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="cake-build-") as tmp:
+        cu = Path(tmp) / f"{safe}.cu"
+        cu.write_text(source, encoding="utf-8")
+        so = Path(tmp) / f"{safe}.so"
+        try:
+            res = subprocess.run([*command, "-o", str(so), str(cu)], capture_output=True,
+                                 text=True, timeout=timeout, check=False,
+                                 env=None if env is None else dict(env))
+        except subprocess.TimeoutExpired as exc:
+            raise BuildError(f"{tool} took longer than {timeout:.0f} s") from exc
+        except OSError as exc:
+            raise BuildError(f"cannot run {command[0]}: {exc}") from exc
+        log = (res.stdout + res.stderr).replace(tmp + "/", "").strip()
+        if res.returncode != 0 or not so.is_file():
+            raise BuildError(f"{tool} failed (exit {res.returncode}) building {name} {purpose}",
+                             log)
+        staged = out.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(so, staged)
+        staged.replace(out)  # atomic: a concurrent build of the same key writes the same bytes
+    return out, False
+
+
+__all__ = ["NOT_FOUND", "BuildError", "CompileResult", "Toolchain", "build_cached_library",
+           "cache_dir", "cache_key", "compile_cu", "compile_flags", "find_nvcc", "find_ptxas",
+           "find_toolchain", "library_key"]

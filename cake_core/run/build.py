@@ -15,16 +15,22 @@ generations and JIT-compiling PTX at load time would hide compile problems until
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from cake_core.hardware import get_arch
-from cake_core.lower.toolchain import NOT_FOUND, Toolchain, cache_dir, find_toolchain
+from cake_core.lower.toolchain import (
+    NOT_FOUND,
+    BuildError,
+    Toolchain,
+    build_cached_library,
+    find_toolchain,
+    library_key,
+)
+
+__all__ = ["NVCC_FLAGS", "RUNTIME_SHIM", "BuildError", "Library", "build_library", "gencode",
+           "nvcc_target"]
 
 RUNTIME_SHIM = r"""
 // ---- appended by cake_core/run/build.py: runtime helpers the Python runner calls ----------
@@ -44,14 +50,6 @@ extern "C" int cake_runtime_setup(void) {
 """
 
 NVCC_FLAGS = ("-shared", "-Xcompiler", "-fPIC", "-O3", "-std=c++17", "-lineinfo")
-
-
-class BuildError(Exception):
-    """nvcc is missing or rejected the code; `log` holds its output."""
-
-    def __init__(self, message: str, log: str = "") -> None:
-        super().__init__(message)
-        self.log = log
 
 
 @dataclass(frozen=True)
@@ -97,33 +95,11 @@ def build_library(cu_text: str, target: str, *, name: str = "kernel",
         raise BuildError(NOT_FOUND)
     source = cu_text + RUNTIME_SHIM
     flags = [*NVCC_FLAGS, *gencode(target)]
-    key = hashlib.sha256("\0".join([source, *flags, tc.version, "cake-run-lib/1"]).encode()
-                         ).hexdigest()
-    root = (cache if cache is not None else cache_dir()) / "lib"
-    safe = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:48]
-    out = root / f"{safe}-{target}-{key[:24]}.so"
-    if out.is_file():
-        return Library(out, target, True)
-    root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="cake-build-") as tmp:
-        cu = Path(tmp) / f"{safe}.cu"
-        cu.write_text(source, encoding="utf-8")
-        so = Path(tmp) / f"{safe}.so"
-        cmd = [str(tc.nvcc), *flags, "-o", str(so), str(cu)]
-        env = dict(os.environ)
-        env["PATH"] = f"{tc.bin_dir}{os.pathsep}{env.get('PATH', '')}"
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                 check=False, env=env)
-        except subprocess.TimeoutExpired as exc:
-            raise BuildError(f"nvcc took longer than {timeout:.0f} s") from exc
-        except OSError as exc:
-            raise BuildError(f"cannot run {tc.nvcc}: {exc}") from exc
-        log = (res.stdout + res.stderr).replace(tmp + "/", "").strip()
-        if res.returncode != 0 or not so.is_file():
-            raise BuildError(f"nvcc failed (exit {res.returncode}) building {name} for "
-                             f"{target}", log)
-        staged = out.with_suffix(f".{os.getpid()}.tmp")
-        shutil.copyfile(so, staged)
-        staged.replace(out)  # atomic: a concurrent build of the same key writes the same bytes
-    return Library(out, target, False)
+    env = dict(os.environ)
+    env["PATH"] = f"{tc.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    path, cached = build_cached_library(
+        source, [str(tc.nvcc), *flags], key=library_key(source, *flags, tc.version,
+                                                       "cake-run-lib/1"),
+        name=name, variant=target, purpose=f"for {target}", cache=cache, env=env,
+        timeout=timeout)
+    return Library(path, target, cached)

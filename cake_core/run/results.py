@@ -29,6 +29,8 @@ FLAG_BASELINE_MISMATCH = "baseline_mismatch"
 FLAG_NONDETERMINISTIC = "nondeterministic"
 #: Timings come from FakeDevice's virtual clock, not from a GPU.
 FLAG_FAKE = "fake_device"
+#: The kernel ran on the CPU under emulation (docs/emulation.md): correctness only.
+FLAG_EMULATED = "emulated"
 
 SUSPICIOUS = frozenset({FLAG_BELOW_FLOOR, FLAG_TOO_FAST})
 MAX_SPEEDUP = 10.0
@@ -37,21 +39,30 @@ NOISY_CV = 0.10
 
 @dataclass
 class Finding:
-    """A CK7xx finding before it has a source range (the parent attaches the kernel's)."""
+    """A CK7xx finding before it has a source range (the parent attaches the kernel's, or
+    the line `file:line` names when the finding knows one, as emulated launches do)."""
 
     code: str
     message: str
     notes: list[str] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
+    file: str | None = None
+    line: int | None = None
+    """1-based line in `file` (the .cake source) of the statement at fault."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "notes": list(self.notes),
-                "data": _clean(self.data)}
+        out = {"code": self.code, "message": self.message, "notes": list(self.notes),
+               "data": _clean(self.data)}
+        if self.line is not None:
+            out.update(file=self.file, line=self.line)
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Finding:
+        line = d.get("line")
         return cls(str(d["code"]), str(d["message"]), list(d.get("notes") or []),
-                   dict(d.get("data") or {}))
+                   dict(d.get("data") or {}), d.get("file"),
+                   None if line is None else int(line))
 
 
 @dataclass
@@ -140,7 +151,7 @@ class ShapeResult:
     def trusted_ms(self) -> float | None:
         """The time a calibration may use: correct, measured on a GPU, not suspicious."""
         if self.correct and self.candidate_ms and not self.suspicious \
-                and FLAG_FAKE not in self.flags:
+                and FLAG_FAKE not in self.flags and FLAG_EMULATED not in self.flags:
             return self.candidate_ms
         return None
 

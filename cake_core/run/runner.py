@@ -7,8 +7,12 @@ worker's events: when none arrives for `timeout` seconds the whole process group
 killed, the shape is reported as a timeout (CK706), and a fresh worker takes the shapes
 left, so one hang or one illegal address ends a candidate's shape, never the caller.
 
-Findings come back as CK7xx diagnostics at the kernel's name, in the same stream as every
-other finding of the compiler.
+Findings come back as CK7xx diagnostics at the kernel's name (or at the .cake line a
+finding names), in the same stream as every other finding of the compiler.
+
+Backend `emulate` runs the same lowered CUDA on the CPU instead (docs/emulation.md): the
+library is built with the host C++ compiler (`cake_core.emulate`), the worker runs it on
+host memory, on the task's simulator shapes by default, without timing or a baseline.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, sort_diagnostics
-from cake_core.hardware import get_gpu
+from cake_core.hardware import get_arch, get_gpu
 from cake_core.run.device import available_backends, probe_gpu
 from cake_core.run.protocol import TimingConfig
 from cake_core.run.results import (
@@ -53,6 +57,11 @@ STARTUP_SECONDS = 180.0
 #: After this many timeouts the shapes left are skipped: a kernel that hangs twice will
 #: most likely hang again, and each hang costs a whole timeout.
 MAX_TIMEOUTS = 2
+#: Seconds an emulated launch may run without progress.  Emulation is orders of magnitude
+#: slower than a GPU (the 128x256x64-tile GEMM at 256x256x512 takes up to a minute), and the
+#: runtime reports a deadlock itself; only a kernel spinning forever reaches this.
+EMULATE_TIMEOUT = 300.0
+EMULATE = "emulate"
 
 
 class BenchSetupError(Exception):
@@ -73,7 +82,7 @@ class NoGpuError(BenchSetupError):
 @dataclass
 class BenchOptions:
     shapes: list[Shape] | None = None
-    """None: the task's GPU shapes for this kernel."""
+    """None: the task's GPU shapes for this kernel (its simulator shapes under emulation)."""
     seeds: tuple[int, ...] = (0, 1)
     timing: TimingConfig = field(default_factory=TimingConfig)
     timeout: float = 120.0
@@ -84,7 +93,8 @@ class BenchOptions:
     """Shapes moving more bytes than this run with the first seed only (bounds the CPU
     time of references in whole-suite checks); None: every shape gets every seed."""
     backend: str = "auto"
-    """auto | pycuda | torch | fake (a named fake behaviour) | fake-sim (the CPU simulator)."""
+    """auto | pycuda | torch | fake (a named fake behaviour) | fake-sim (the CPU simulator)
+    | emulate (the lowered CUDA on the CPU: no timing, no baseline, simulator shapes)."""
     baseline: bool = True
     fake_behaviour: str = "correct"
     fake_params: dict[str, Any] = field(default_factory=dict)
@@ -94,6 +104,10 @@ class BenchOptions:
     """Hardware-table GPU whose peaks set the floors (default: the device's)."""
     cache: Path | None = None
     startup_timeout: float = STARTUP_SECONDS
+    emulate_timeout: float = EMULATE_TIMEOUT
+    """`timeout` for an emulated launch (backend emulate)."""
+    emulate_seed: int = 0
+    """The scheduler seed of the first emulated launch (each next launch: one more)."""
 
 
 @dataclass
@@ -171,25 +185,43 @@ def _prepare(path: Path, kernel_name: str | None, task: Task, opts: BenchOptions
                 "cost_ms": opts.fake_cost_ms}
         return _Candidate(src, kernel, entry, rename, specs_from_kernel(kernel), spec), static
     # start-up: runs on a fake device never build, so they skip the lowering (~35 ms)
+    from cake_core.lower.toolchain import BuildError
+
+    emulate = opts.backend == EMULATE
+    if emulate:
+        from cake_core.run.emulated import emulated_spec, emulation_unavailable
+
+        why = emulation_unavailable()
+        if why is not None:
+            raise BenchSetupError(why)
+    cu, meta = _lower(src, kernel)
+    try:
+        if emulate:
+            spec = emulated_spec(cu, meta, kernel.name, seed=opts.emulate_seed, cache=opts.cache)
+        else:
+            from cake_core.run.build import build_library, nvcc_target
+
+            target = nvcc_target(kernel.arch, device_cc)
+            lib = build_library(cu, target, name=kernel.name, cache=opts.cache)
+            spec = {"kind": "cuda", "library": str(lib.path), "meta": meta, "target": target}
+    except BuildError as exc:
+        notes = [exc.log[-4000:]] if exc.log else []
+        diag = codes.CUDA_COMPILE_ERROR.at(kernel.name_span, str(exc), notes=notes
+                                           ).with_path(src.path)
+        raise BenchSetupError(str(exc), [diag], exit=1) from exc
+    return _Candidate(src, kernel, entry, rename, specs_from_meta(meta), spec), diags
+
+
+def _lower(src: SourceFile, kernel: Any) -> tuple[str, dict[str, Any]]:
+    """The .cu text and the kernel's launch metadata; BenchSetupError when it does not lower."""
     from cake_core.lower import lower_source
-    from cake_core.run.build import BuildError, build_library, nvcc_target
 
     lowered = lower_source(src, kernel=kernel.name)
     if not lowered.ok or not lowered.kernels:
         errors = [d for d in lowered.diagnostics if d.severity.value == "error"]
         raise BenchSetupError(f"{src.path}: `{kernel.name}` could not be lowered to CUDA",
                               errors or lowered.diagnostics, exit=1)
-    meta = lowered.kernels[0].meta
-    try:
-        target = nvcc_target(kernel.arch, device_cc)
-        lib = build_library(lowered.cu or "", target, name=kernel.name, cache=opts.cache)
-    except BuildError as exc:
-        notes = [exc.log[-4000:]] if exc.log else []
-        diag = codes.CUDA_COMPILE_ERROR.at(kernel.name_span, str(exc), notes=notes
-                                           ).with_path(src.path)
-        raise BenchSetupError(str(exc), [diag], exit=1) from exc
-    spec = {"kind": "cuda", "library": str(lib.path), "meta": meta, "target": target}
-    return _Candidate(src, kernel, entry, rename, specs_from_meta(meta), spec), diags
+    return lowered.cu or "", lowered.kernels[0].meta
 
 
 def bench(path: str | Path, kernel_name: str | None, task: Task,
@@ -200,8 +232,12 @@ def bench(path: str | Path, kernel_name: str | None, task: Task,
     t0 = time.perf_counter()
     path = Path(path)
     fake = opts.backend in ("fake", "fake-sim")
+    emulate = opts.backend == EMULATE
+    timing = TimingConfig(enabled=False) if emulate else opts.timing
     if fake:
         device_name, cc, l2 = "fake GPU", (9, 0), 1 << 20
+    elif emulate:
+        device_name, cc, l2 = "the CPU (emulated)", (0, 0), 0
     else:
         probe = probe_gpu()
         if not probe.present:
@@ -212,14 +248,18 @@ def bench(path: str | Path, kernel_name: str | None, task: Task,
             raise NoGpuError(f"no CUDA device backend: {want} is not installed "
                              "(`pip install cake-kernels[gpu]` for pycuda)")
         device_name, cc, l2 = probe.name, probe.compute_capability, probe.l2_bytes
-    cand, diags = _prepare(path, kernel_name, task, opts, None if fake else cc)
+    cand, diags = _prepare(path, kernel_name, task, opts, None if fake or emulate else cc)
+    if emulate:  # peaks for the workload figures: the kernel's own architecture's
+        device_name = str(cand.spec["device"])
+        arch = get_arch(cand.kernel.arch)
+        cc = arch.compute_capability if arch is not None else (9, 0)
     gpu = get_gpu(opts.gpu) if opts.gpu else None
     if opts.gpu and gpu is None:
         raise BenchSetupError(f"unknown GPU {opts.gpu!r}")
     gpu = gpu or device_gpu(device_name, cc)
-    known = gpu_for_device(device_name) if not fake else None
+    known = gpu_for_device(device_name) if not (fake or emulate) else None
     shapes = list(opts.shapes) if opts.shapes is not None else list(
-        task.shapes_for(cand.entry, sim=False))
+        task.shapes_for(cand.entry, sim=emulate))
     items = []
     for i, s in enumerate(shapes):
         wl = workload(task, cand.kernel, cand.specs, s.dims, gpu)
@@ -231,37 +271,51 @@ def bench(path: str | Path, kernel_name: str | None, task: Task,
     spec = {
         "task": task.path, "backend": opts.backend, "kernel": cand.spec,
         "rename": cand.rename, "seeds": list(opts.seeds), "flush_bytes": flush,
-        "timing": {"warmup": opts.timing.warmup, "rounds": opts.timing.rounds,
-                   "calls": opts.timing.calls, "enabled": opts.timing.enabled},
-        "baseline": ({"kind": "none"} if not opts.baseline else
+        "timing": {"warmup": timing.warmup, "rounds": timing.rounds,
+                   "calls": timing.calls, "enabled": timing.enabled},
+        "baseline": ({"kind": "none"} if not opts.baseline or emulate else
                      {"kind": "fake", "cost_ms": opts.fake_baseline_ms} if fake else
                      {"kind": "auto"}),
         "fake": {"device": device_name, "l2_bytes": l2},
     }
-    results, info = run_in_workers(spec, items, _Limits(opts.timeout, opts.host_timeout,
+    limit = opts.emulate_timeout if emulate else opts.timeout
+    results, info = run_in_workers(spec, items, _Limits(limit, opts.host_timeout,
                                                         opts.startup_timeout), on_event)
     backend = str(info.get("backend") or opts.backend)
     notes = []
-    if opts.timing.enabled and opts.baseline and not info.get("baseline") and not fake:
+    if emulate:
+        notes.append(f"emulated on the CPU (host compiler {cand.spec['compiler']}): "
+                     "correctness only, no timing")
+    if timing.enabled and opts.baseline and not info.get("baseline") and not fake:
         notes.append(f"baseline not timed (torch is not installed or the task has no "
                      f"implementation in cake_core/run/baselines.py): {task.baseline}")
     if fake:
         notes.append("fake device: correctness is real, times are a virtual clock")
     report = BenchReport(task.name, cand.kernel.name, cand.source.path, backend,
                          str(info.get("device") or device_name),
-                         None if fake else (known.name if known else None), results,
-                         timing=opts.timing.enabled, notes=notes)
-    diags += findings_to_diagnostics(report, cand.kernel.name_span, cand.source.path)
+                         None if fake or emulate else (known.name if known else None),
+                         results, timing=timing.enabled, notes=notes)
+    diags += findings_to_diagnostics(report, cand.kernel.name_span, cand.source.path,
+                                     cand.source)
     return BenchOutcome(report, sort_diagnostics(diags), cand.source,
                         time.perf_counter() - t0)
 
 
-def findings_to_diagnostics(report: BenchReport, span: Any, path: str) -> list[Diagnostic]:
+def findings_to_diagnostics(report: BenchReport, span: Any, path: str,
+                            source: SourceFile | None = None) -> list[Diagnostic]:
+    """Each finding at `span` (the kernel's name), or at its own line of `source` when it
+    names one in that file (emulated launches know the statement at fault)."""
+    # start-up: the lowering's line helper is needed only for located findings
+    from cake_core.lower.ptxas import line_span
+
     out = []
     for s in report.shapes:
         for f in s.findings:
             rule = codes.lookup(f.code) or codes.GPU_RUNTIME_ERROR
-            out.append(rule.at(span, f.message, notes=f.notes, data=f.data).with_path(path))
+            at = span
+            if f.line and source is not None and _same_file(f.file or path, source.path):
+                at = line_span(source, f.line)
+            out.append(rule.at(at, f.message, notes=f.notes, data=f.data).with_path(path))
         if s.suspicious:
             why = []
             if FLAG_BELOW_FLOOR in s.flags and s.floor_ms is not None:
@@ -277,6 +331,16 @@ def findings_to_diagnostics(report: BenchReport, span: Any, path: str) -> list[D
                 data={"dims": dict(s.dims), "candidate_ms": s.candidate_ms,
                       "floor_ms": s.floor_ms, "baseline_ms": s.baseline_ms}).with_path(path))
     return out
+
+
+def _same_file(a: str, b: str) -> bool:
+    """`#line` names the file as the lowering was given it; compare what is comparable."""
+    if a == b:
+        return True
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return False
 
 
 # --- the subprocess ------------------------------------------------------------------------

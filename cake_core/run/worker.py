@@ -8,7 +8,9 @@ kills this whole process group.  A GPU fault poisons the CUDA context, so after 
 process reports the shape and exits; the parent starts a fresh one for the shapes left.
 
 The spec names what to load (a shared library and its lowering metadata, a .cake kernel
-for the simulator, a named fake behaviour); it never carries code.
+for the simulator, a named fake behaviour); it never carries code.  An emulated kernel
+(backend `emulate`, kind `emulated`) is a library built for the CPU, run on host memory in
+this process: a crash or a hang in it ends this process, never the parent.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from typing import Any, TextIO
 
 from cake_core.run.baselines import baseline_for
 from cake_core.run.device import open_device
+from cake_core.run.emulated import EmulatedKernel
 from cake_core.run.fake import FakeBaseline, FakeDevice, SimulatorKernel, fake_kernel
+from cake_core.run.host_device import HostDevice
 from cake_core.run.kernels import CudaKernel
 from cake_core.run.protocol import TimingConfig, run_shape
-from cake_core.run.results import Workload
+from cake_core.run.results import FLAG_EMULATED, Workload
 from cake_core.run.tensors import specs_from_kernel
 from cake_core.sim.program import SimKernel
 from cake_core.tasks import load_task
@@ -63,6 +67,8 @@ def make_device(spec: dict[str, Any]) -> Any:
         fake = spec.get("fake") or {}
         return FakeDevice(name=str(fake.get("device", "fake GPU")),
                           l2_bytes=int(fake.get("l2_bytes", 1 << 20)))
+    if backend == "emulate":
+        return HostDevice(name=str(spec["kernel"].get("device") or "the CPU (emulated)"))
     return open_device(backend)
 
 
@@ -73,6 +79,11 @@ def make_kernel(spec: dict[str, Any], task: Any, device: Any) -> Any:
         kernel = CudaKernel(k["library"], k["meta"])
         kernel.prepare()
         return kernel
+    if kind == "emulated":
+        emulated = EmulatedKernel(k["library"], k["meta"], seed=int(k.get("seed", 0)),
+                                  flags=int(k.get("flags", 0)))
+        emulated.prepare()
+        return emulated
     if kind == "sim":
         text = Path(k["source"]).read_text(encoding="utf-8")
         return SimulatorKernel(SimKernel.from_text(text, k["source"], k["name"]),
@@ -118,6 +129,9 @@ def run(spec: dict[str, Any], emit: _Events) -> int:
                         seeds=[int(s) for s in seeds], baseline=baseline,
                         timing=timing, workload=Workload.from_json(wl) if wl else None,
                         flush_bytes=int(spec.get("flush_bytes") or 0), progress=progress)
+        if isinstance(kernel, EmulatedKernel):
+            kernel.locate(res)
+            res.flags = sorted({*res.flags, FLAG_EMULATED})
         emit("shape", index=index, result=res.to_json())
         if res.device_lost:
             return EXIT_DEVICE_LOST
