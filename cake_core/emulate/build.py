@@ -33,7 +33,7 @@ INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 RUNTIME_HEADER = "cake_emulate.h"
 
 EMULATE_FLAGS = ("-std=c++20", "-O2", "-fPIC", "-shared", "-DCAKE_EMULATE",
-                 "-Wno-unknown-pragmas")
+                 "-ffp-contract=off", "-Wno-unknown-pragmas", "-Wno-psabi")
 COMPILERS = ("g++", "clang++")
 NO_COMPILER = "no host C++ compiler (g++ or clang++) found; install one or set CXX"
 #: Bumped when the way a library is built changes without its inputs changing.
