@@ -186,7 +186,7 @@ def print_examples(results: list[dict[str, Any]]) -> None:
 
 
 def print_mutations(rows: list[dict[str, Any]]) -> None:
-    head = (f"{'mutation':<28}{'example':<15}{'emulate (lazy / eager)':<46}{'sim':<10}"
+    head = (f"{'mutation':<28}{'example':<15}{'emulate (lazy / eager)':<48}{'sim':<10}"
             f"{'build':>7}{'run':>7}")
     print(head)
     print("-" * len(head))
@@ -196,7 +196,7 @@ def print_mutations(rows: list[dict[str, Any]]) -> None:
         if r["caught"] and not r["eager_caught"]:
             emu += " (eager passes)"
         sim = "caught" if r["sim_catches"] else "passes"
-        print(f"{r['name']:<28}{r['example']:<15}{emu:<46}{sim:<10}{r['build_s']:>6.1f}s"
+        print(f"{r['name']:<28}{r['example']:<15}{emu:<48}{sim:<10}{r['build_s']:>6.1f}s"
               f"{r['lazy_s']:>6.2f}s")
     caught = sum(r["caught"] for r in rows)
     by_sim = sum(r["sim_catches"] for r in rows)
