@@ -229,7 +229,8 @@ def run_item(item: dict[str, Any], cache: Path, gpu: bool) -> dict[str, Any]:
     for seed in SEEDS:
         for kind in ("exact", "random"):
             rng = np.random.default_rng(seed)
-            host = task.inputs(dims, SmallIntegers(rng) if kind == "exact" else rng)
+            gen: Any = SmallIntegers(rng) if kind == "exact" else rng
+            host = task.inputs(dims, gen)
             want = task.reference(host, dims)
             run: dict[str, Any] = {"seed": seed, "inputs": kind, "outputs": {}}
             gpu_out = launch_once(device, gpu_kernel, dims, host, rename, list(task.outputs)) \
