@@ -15,7 +15,12 @@ asynchronous copies at issue, so a missing wait passes there) and whether the si
 does (it runs the .cake, which the mutation leaves unchanged, so it should not).  Writes
 bench/results/emulate_bench.json.
 
-    python bench/emulate_bench.py [--only gemm_sm90] [--no-mutations] [--out PATH]
+With `--gpu` (a machine with an NVIDIA GPU and nvcc), each mutant is also built with nvcc
+and run on the GPU under the runner's protocol, in a worker process with a timeout (a
+mutant that deadlocks hangs the GPU kernel until the worker is killed): the column says
+whether the planted bug is a real bug on the hardware, and how it shows there.
+
+    python bench/emulate_bench.py [--only gemm_sm90] [--no-mutations] [--gpu] [--out PATH]
 """
 
 from __future__ import annotations
@@ -163,6 +168,45 @@ def measure_mutations(cache: Path, mu: ModuleType) -> list[dict[str, Any]]:
     return rows
 
 
+def on_gpu(cu: str, meta: dict[str, Any], task_name: str, dims: Mapping[str, int],
+           name: str) -> str:
+    """How one (possibly mutated) lowered kernel fares on this machine's GPU: "ok", "wrong",
+    or the failed shape's status (error, crash, timeout), under the runner's protocol in
+    a worker subprocess.  The nvcc build goes to the user's cache (`CAKE_CACHE_DIR`), as
+    `cake run`'s do."""
+    from cake_core.run.build import build_library, nvcc_target
+    from cake_core.run.device import probe_gpu
+    from cake_core.run.runner import _Limits, run_in_workers
+
+    task = load_task(task_name)
+    probe = probe_gpu()
+    lib = build_library(cu, nvcc_target(str(meta["arch"]), probe.compute_capability),
+                        name=name)
+    entry = task.entry(str(meta["kernel"]), ROOT / str(meta["source"]))
+    spec = {"task": task.path, "backend": "auto",
+            "kernel": {"kind": "cuda", "library": str(lib.path), "meta": meta,
+                       "target": lib.target},
+            "rename": dict(entry.params) if entry is not None else {}, "seeds": [0, 1],
+            "flush_bytes": 2 * probe.l2_bytes,
+            "timing": {"warmup": 0, "rounds": 0, "calls": 0, "enabled": False},
+            "baseline": {"kind": "none"}, "fake": {}}
+    (res,), _ = run_in_workers(spec, [{"index": 0, "dims": dict(dims), "label": ""}],
+                               _Limits(20.0, 120.0))
+    if res.status == "ok" and res.correct:
+        return "ok"
+    return "wrong" if res.status == "wrong" else res.status
+
+
+def measure_on_gpu(rows: list[dict[str, Any]], mu: ModuleType) -> None:
+    """Add `gpu` and `unmutated_gpu` to each mutation row."""
+    for m, row in zip(mu.MUTATIONS, rows, strict=True):
+        cu, meta = mu.lowered(m.example)
+        row["unmutated_gpu"] = on_gpu(cu, meta, m.task, m.dims, m.example)
+        row["gpu"] = on_gpu(mu.apply(m), meta, m.task, m.dims, f"{m.example}_{m.name}")
+        print(f"  on the GPU: {m.name}: {row['gpu']} (unmutated: {row['unmutated_gpu']})",
+              flush=True)
+
+
 def _dims(d: Mapping[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in d.items())
 
@@ -196,8 +240,9 @@ def print_mutations(rows: list[dict[str, Any]]) -> None:
         if r["caught"] and not r["eager_caught"]:
             emu += " (eager passes)"
         sim = "caught" if r["sim_catches"] else "passes"
+        gpu = f"  gpu: {r['gpu']}" if "gpu" in r else ""
         print(f"{r['name']:<28}{r['example']:<15}{emu:<48}{sim:<10}{r['build_s']:>6.1f}s"
-              f"{r['lazy_s']:>6.2f}s")
+              f"{r['lazy_s']:>6.2f}s{gpu}")
     caught = sum(r["caught"] for r in rows)
     by_sim = sum(r["sim_catches"] for r in rows)
     eager = sum(r["eager_caught"] for r in rows)
@@ -210,6 +255,7 @@ def main() -> None:
     ap.add_argument("--only", action="append", default=[],
                     help="an example to measure (repeatable); all by default")
     ap.add_argument("--no-mutations", action="store_true", help="skip the mutation table")
+    ap.add_argument("--gpu", action="store_true", help="also run every mutant on the GPU")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" /
                     "emulate_bench.json")
     args = ap.parse_args()
@@ -220,6 +266,8 @@ def main() -> None:
         results = [measure_example(ex, task, cache, mu) for ex, task in chosen]
         print_examples(results)
         rows = [] if args.no_mutations else measure_mutations(cache, mu)
+        if rows and args.gpu:
+            measure_on_gpu(rows, mu)
     if rows:
         print()
         print_mutations(rows)
