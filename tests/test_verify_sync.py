@@ -30,7 +30,7 @@ def gemm(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (N, K)], C: Tensor[bf16, (M, N
     sa = smem(bf16, (STAGES, BM, BK), layout=swizzle(128))
     sb = smem(bf16, (STAGES, BN, BK), layout=swizzle(128))
     full = mbarrier(count=1, n=STAGES)
-    empty = mbarrier(count=1, n=STAGES)
+    empty = mbarrier(count=8, n=STAGES)
     fence_barrier_init()
     syncthreads()
     with role("load", warps=range(0, 4), regs=40):
@@ -47,7 +47,7 @@ def gemm(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (N, K)], C: Tensor[bf16, (M, N
             full[s].wait((k // STAGES) % 2)
             wgmma(acc, sa[s], sb[s].T)
             wgmma_wait(0)
-            empty[s].arrive()
+            empty[s].arrive(per="warp")
         store(C.tile((BM, BN), (block.x, block.y)), cast(acc, bf16))
 '''
 
@@ -258,13 +258,13 @@ def test_count_larger_than_the_arrivals_hangs() -> None:
 
 
 def test_arrive_count_argument_is_counted() -> None:
-    ok = edit(RAW, "empty = mbarrier(count=1", "empty = mbarrier(count=2")
-    ok = edit(ok, "empty[s].arrive()", "empty[s].arrive(count=2)")
+    ok = edit(RAW, "empty = mbarrier(count=8", "empty = mbarrier(count=16")
+    ok = edit(ok, 'empty[s].arrive(per="warp")', 'empty[s].arrive(count=2, per="warp")')
     assert run(ok) == []
 
 
 def test_a_waited_barrier_nobody_arrives_on() -> None:
-    bad = edit(RAW, "            empty[s].arrive()\n", "")
+    bad = edit(RAW, '            empty[s].arrive(per="warp")\n', "")
     d = only(bad, "CK303")
     assert "nothing arrives on it" in d.message
 

@@ -244,6 +244,10 @@ PARITY_DRIFT = _builtin(
     "CK312", "parity-drift",
     "A hand-written mbarrier wait parity does not follow the barrier's phases.",
     fix=FixAvailability.SOMETIMES)
+LEADER_RELEASE_RACE = _builtin(
+    "CK313", "leader-release-race",
+    "One elected thread arrives for a role whose other warps may still use what it hands over.",
+    fix=FixAvailability.ALWAYS)
 
 # --- CK4xx: layouts and memory access (cake_core/verify/layout.py, bounds.py) --------------
 SWIZZLE_ROW_MISMATCH = _builtin(

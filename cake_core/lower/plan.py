@@ -36,6 +36,7 @@ from cake_core.lower.layouts import COL, ROW, Dist
 from cake_core.primitives.facets import FacetError, Unsupported
 from cake_core.primitives.traits import Trait
 from cake_core.source import Span
+from cake_core.verify.effects import arrival_scope
 
 
 class LowerError(Exception):
@@ -140,7 +141,8 @@ def build_plan(kernel: Kernel, bindings: Bindings) -> KernelPlan:
 def _single(role: Role) -> bool:
     """A role that issues an asynchronous copy and otherwise only one-thread ops."""
     ops = list(_walk_ops(role.body))
-    return bool(ops) and all(op.prim.has(Trait.SINGLE_THREAD) for op in ops) and \
+    return bool(ops) and all(op.prim.has(Trait.SINGLE_THREAD) and arrival_scope(op) == "role"
+                             for op in ops) and \
         any(op.prim.effects.async_group is not None for op in ops)
 
 

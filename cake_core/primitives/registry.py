@@ -116,6 +116,14 @@ class EffectSpec:
     """(parameter, how it is addressed) for each operand that may be shared memory; the
     layout rules and the bank-conflict analysis check these (a parameter whose argument
     is not shared memory at an op is skipped)."""
+    arrive_scope: str | None = None
+    """The parameter that says who makes an arrival (`ARRIVAL_SCOPES`); None: the op's
+    one elected thread does, as for `expect_tx`."""
+
+
+#: Who makes a raw mbarrier arrival: every thread of the role, lane 0 of each of its warps
+#: (after the warp's lanes meet), or one elected thread of the role.
+ARRIVAL_SCOPES = ("thread", "warp", "role")
 
 
 NO_EFFECTS = EffectSpec()

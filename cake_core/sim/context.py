@@ -332,8 +332,18 @@ class SimContext:
             notes = ["nothing (barrier phase, pipeline wait/release, syncthreads, or a "
                      "cp_async/wgmma/tma_store wait) orders the two accesses, so another "
                      "interleaving reads or writes different data"]
+        related = [Related(a.op.span, f"the conflicting {a.kind} by {a.who}")]
+        roles = {a.op.role, b.op.role}
+        for p in self.block.procs:
+            arr = p.unsynced_arrival
+            if arr is not None and p.role in roles and c.kind == "race":
+                related.append(Related(arr.span, f"one elected thread of {p.label} arrives "
+                                       "here, before the role's warps have met"))
+                notes.append("the warps of a role do not run in lockstep: an elected arrival "
+                             "orders only its own warp's accesses (CK313)")
+                break
         self.report(codes.SIM_DATA_RACE, b.op.span, msg,
-                    related=[Related(a.op.span, f"the conflicting {a.kind} by {a.who}")],
+                    related=related,
                     notes=notes,
                     data={"buffer": b.buffer.name, "bytes": [c.lo - b.buffer.offset,
                                                              c.hi - b.buffer.offset],
@@ -403,6 +413,9 @@ class SimContext:
         self.block.counters[comp] = n
         vc: VC = dict(self.proc.vc)
         vc[comp] = n
+        if kind == "cp.async" or (kind == "wgmma" and len(self.proc.warps) > 4):
+            # work of each warp (warpgroup), which one elected arrival does not cover
+            self.proc.crew.add(comp)
         a = AsyncOp(kind, key, self.proc, op, vc, comp, complete,
                     f"the {kind} issued by {self.proc.label}")
         self.block.async_ops.append(a)

@@ -16,6 +16,7 @@ from typing import Any
 
 from cake_core.ir.kernel import ForOp, IfOp, Node, Op, Role
 from cake_core.ir.symbolic import Var
+from cake_core.ir.types import SmemType
 from cake_core.primitives.facets import FacetError, Unsupported
 from cake_core.primitives.registry import Primitive
 from cake_core.primitives.traits import Trait
@@ -74,6 +75,11 @@ def _op(ctx: SimContext, op: Op) -> Generator[Blocked | None, None, None]:
             continue
         break
     proc.ops += 1
+    e = op.prim.effects
+    if e.async_group not in ("tma", "bulk_store") and (
+            e.async_group != "wgmma" or len(proc.warps) > 4) and any(
+            isinstance(op.args[n].type, SmemType) for n in (*e.reads, *e.writes) if n in op.args):
+        proc.touched = op  # warps used smem each on their own (CK313: not one warpgroup's wgmma)
     res = op.results
     env = proc.env
     if len(res) == 1:

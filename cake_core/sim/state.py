@@ -258,6 +258,16 @@ class Proc:
     nodes: list[Node]
     env: dict[str, object] = field(default_factory=dict)
     vc: VC = field(default_factory=dict)
+    synced: VC = field(default_factory=dict)
+    """The clock at the last barrier where all of this process's warps met: what one
+    elected thread's arrival can vouch for of their own work, since the warps do not run
+    in lockstep."""
+    touched: Op | None = None
+    """The last op by which all of its warps used shared memory since they last met."""
+    crew: set[int] = field(default_factory=set)
+    """Components of the asynchronous work every warp issues (wgmma, cp.async)."""
+    unsynced_arrival: Op | None = None
+    """An elected arrival made with accesses its other warps had not met over."""
     gen: Generator[Blocked | None, None, None] | None = None
     blocked: Blocked | None = None
     blocked_op: Op | None = None

@@ -21,6 +21,7 @@ from cake_core.ir.types import (
     numel,
 )
 from cake_core.ir.values import ViewOrigin, elements
+from cake_core.primitives.registry import ARRIVAL_SCOPES
 from cake_core.primitives.traits import Trait
 
 #: Async groups whose smem accesses go through the async proxy (TMA and wgmma).
@@ -42,6 +43,9 @@ class Effects:
     arrive: Value | None = None
     """A raw mbarrier the op arrives on (not an async copy's tx signal)."""
     arrive_count: int | None = None
+    """Arrivals per arriving thread or warp (see `arrive_scope`)."""
+    arrive_scope: str = "role"
+    """Who arrives: "thread", "warp" or "role" (one elected thread); `arrival_scope`."""
     expect_bytes: Value | None = None
     copy_bar: Value | None = None
     """The barrier or pipeline an async copy signals its bytes on."""
@@ -57,6 +61,24 @@ class Effects:
 
 def _int(v: Value | None) -> int | None:
     return v.sym.const if v is not None and v.sym is not None else None
+
+
+def arrival_scope(op: Op) -> str:
+    """Who makes the op's mbarrier arrival: "thread", "warp" or "role" (one elected thread).
+
+    The lowering, the simulator and the arrival counts all follow this one answer."""
+    param = op.prim.effects.arrive_scope
+    v = op.args.get(param) if param is not None else None
+    scope = v.const if v is not None else None
+    return scope if isinstance(scope, str) and scope in ARRIVAL_SCOPES else "role"
+
+
+def arrivals_per_phase(op: Op, warps: int) -> int:
+    """The arrivals one execution of the op by a role of `warps` warps makes."""
+    count = _int(op.args.get("count")) if "count" in op.args else 1
+    n = 1 if count is None else count
+    scope = arrival_scope(op)
+    return n * warps * 32 if scope == "thread" else n * warps if scope == "warp" else n
 
 
 def effects_of(op: Op) -> Effects:
@@ -87,6 +109,7 @@ def effects_of(op: Op) -> Effects:
             kw["arrive_count"], kw["expect_bytes"] = 1, args.get("bytes")
         else:
             kw["arrive_count"] = _int(args.get("count")) if "count" in args else 1
+        kw["arrive_scope"] = arrival_scope(op)
     if spec.waits is not None:
         w = args.get(spec.waits)
         if w is None:

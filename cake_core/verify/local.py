@@ -35,10 +35,21 @@ from cake_core.verify.events import (
     Wait,
 )
 from cake_core.verify.facts import KernelFacts
+from cake_core.verify.leader_release import leader_release_finding
 from cake_core.verify.unroll import Agent, Truncated, Walker, evaluate
 
 Token = tuple[str, str, int]
 """A stage as one side of a pipeline holds it: (pipeline, side, sequence number)."""
+
+
+def _all_warps_access(eff: Effects, warps: int) -> bool:
+    """Whether the warps of the agent access memory each on their own, so that one elected
+    thread's arrival does not order them: an elected thread's TMA copy and bulk store are
+    its own; a wgmma is one operation of its warpgroup, which a `wgmma_wait` in any of its
+    warps sees complete, so only several warpgroups are unordered."""
+    if eff.async_group in ("tma", "bulk_store"):
+        return False
+    return eff.async_group != "wgmma" or warps > 4
 
 
 @dataclass(slots=True)
@@ -96,6 +107,9 @@ class AgentRun:
         self.unfenced: list[tuple[Region, Op]] = []
         self.waits: dict[BarKey, list[int]] = {}
         self.offset: dict[BarKey, int] = {}
+        self.unsynced: list[Op] = []
+        """Ops by which every warp of the agent touched shared memory since the agent's
+        warps last met at a barrier: an elected arrival orders only its own warp's."""
 
     # -- driving --
     def run(self) -> AgentRun:
@@ -120,6 +134,8 @@ class AgentRun:
             self.access(op, eff, v, False, seq, ev)
         for v in eff.smem_writes:
             self.access(op, eff, v, True, seq, ev)
+        if ev.accesses and _all_warps_access(eff, self.agent.warps):
+            self.unsynced.append(op)
         self.fragments(op, eff, ev)
         self.sync(op, eff, ev)
         self.events.append(ev)
@@ -356,6 +372,8 @@ class AgentRun:
         elif eff.barrier is not None:
             kind, bid, warps = eff.barrier
             ev.sync = BarrierSync(bid, warps or self.facts.kernel.warps, kind == "sync")
+            if kind == "sync" and ev.sync.warps >= self.agent.warps:
+                self.unsynced.clear()
             if kind == "sync":
                 self.epoch += 1
                 self.last_barrier = id(op)
@@ -377,7 +395,14 @@ class AgentRun:
             nbytes = None
             if eff.expect_bytes is not None and eff.expect_bytes.sym is not None:
                 nbytes = evaluate(eff.expect_bytes.sym, self.env)
-            ev.sync = Arrive(self.bar_key(eff.arrive), eff.arrive_count or 1, nbytes)
+            n = eff.arrive_count or 1
+            if eff.arrive_scope != "role":
+                n *= self.agent.warps * (32 if eff.arrive_scope == "thread" else 1)
+            elif self.agent.warps > 1 and self.unsynced:
+                self.once(("313", id(op)), leader_release_finding(
+                    self.facts, self.agent, op, eff, self.unsynced))
+                self.unsynced = []
+            ev.sync = Arrive(self.bar_key(eff.arrive), n, nbytes)
         elif eff.wait is not None:
             self.bar_wait(op, eff, ev)
 

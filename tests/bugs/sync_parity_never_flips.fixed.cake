@@ -7,7 +7,7 @@ def tinygemm(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (N, K)], C: Tensor[bf16, (
     sa = smem(bf16, (BM, BK), layout=swizzle(128))
     sb = smem(bf16, (BN, BK), layout=swizzle(128))
     full = mbarrier(count=1)
-    empty = mbarrier(count=1)
+    empty = mbarrier(count=4)
     fence_barrier_init()
     syncthreads()
     with role("load", warps=range(0, 4)):
@@ -22,5 +22,5 @@ def tinygemm(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (N, K)], C: Tensor[bf16, (
             full.wait(k % 2)
             wgmma(acc, sa, sb.T)
             wgmma_wait(0)
-            empty.arrive()
+            empty.arrive(per="warp")
         store(C.tile((BM, BN), (block.x, block.y)), cast(acc, bf16))

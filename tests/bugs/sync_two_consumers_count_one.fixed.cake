@@ -7,7 +7,7 @@ def gemm(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (N, K)], C: Tensor[bf16, (M, N
     sa = smem(bf16, (STAGES, BM, BK), layout=swizzle(128))
     sb = smem(bf16, (STAGES, BN, BK), layout=swizzle(128))
     full = mbarrier(count=1, n=STAGES)
-    empty = mbarrier(count=2, n=STAGES)
+    empty = mbarrier(count=8, n=STAGES)
     fence_barrier_init()
     syncthreads()
     with role("load", warps=range(0, 4), regs=40):
@@ -24,7 +24,7 @@ def gemm(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (N, K)], C: Tensor[bf16, (M, N
             full[s].wait((k // STAGES) % 2)
             wgmma(acc, sa[s].tile((64, BK), (0, 0)), sb[s].T)
             wgmma_wait(0)
-            empty[s].arrive()
+            empty[s].arrive(per="warp")
         store(C.tile((64, BN), (2 * block.x, block.y)), cast(acc, bf16))
     with role("mma1", warps=range(8, 12), regs=232):
         acc = fragment(f32, (64, BN), layout=wgmma_acc)
@@ -33,5 +33,5 @@ def gemm(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (N, K)], C: Tensor[bf16, (M, N
             full[s].wait((k // STAGES) % 2)
             wgmma(acc, sa[s].tile((64, BK), (1, 0)), sb[s].T)
             wgmma_wait(0)
-            empty[s].arrive()
+            empty[s].arrive(per="warp")
         store(C.tile((64, BN), (2 * block.x + 1, block.y)), cast(acc, bf16))

@@ -11,10 +11,17 @@ from cake_core.ir.types import (
     NoneType,
     PipelineType,
     StageType,
+    StrType,
     Type,
 )
 from cake_core.primitives.facets import FacetModules
-from cake_core.primitives.registry import EffectSpec, PipeAction, Primitive, param
+from cake_core.primitives.registry import (
+    ARRIVAL_SCOPES,
+    EffectSpec,
+    PipeAction,
+    Primitive,
+    param,
+)
 from cake_core.primitives.traits import Trait
 from cake_core.primitives.typecheck import CallContext
 
@@ -70,6 +77,9 @@ def _barrier_rule(ctx: CallContext) -> Type:
     for name in ("bytes", "count"):
         if name in ctx.args and ctx.int(name) is not None and (ctx.int(name) or 0) < 0:
             return ctx.error(codes.BAD_ARGUMENTS, f"`{name}` must be >= 0", name)
+    if "per" in ctx.args and ctx.const("per") not in ARRIVAL_SCOPES:
+        want = ", ".join(f'"{s}"' for s in ARRIVAL_SCOPES)
+        return ctx.error(codes.BAD_ARGUMENTS, f"`per` says who arrives: one of {want}", "per")
     return NoneType()
 
 
@@ -127,13 +137,26 @@ Every consumer role must release every stage it waited for, after its last read 
         requires=frozenset({Feature.MBARRIER}), facets=_FACETS.of("pipeline_release"),
     ),
     Primitive(
-        "arrive", "sync", (param("self", _B), param("count", IntType, default=1)),
+        "arrive", "sync",
+        (param("self", _B), param("count", IntType, default=1),
+         param("per", StrType, default="role", const=True,
+               doc='who arrives: "thread", "warp" or "role" (one elected thread)')),
         _barrier_rule,
-        """Arrive `count` times on a raw mbarrier, once from the role (one elected thread).
+        """Arrive `count` times on a raw mbarrier; `per` says who arrives.
 
-The barrier's phase completes when its initial arrival count is reached, so `count`
-summed over the roles that arrive must equal the count the barrier was created with.""",
-        effects=EffectSpec(arrives="self"), receiver=_B, requires=frozenset({Feature.MBARRIER}),
+- `per="thread"`: every thread of the role arrives `count` times (role threads x count
+  arrivals); each thread's own accesses before it are ordered before the phase.
+- `per="warp"`: each warp of the role arrives `count` times, from lane 0 once the warp's
+  lanes have met (`__syncwarp`): role warps x count arrivals.
+- `per="role"` (default): one elected thread of the role arrives `count` times.  Only
+  that thread's warp is ordered before the arrival: in a role of several warps the
+  others may still be reading what the arrival hands over (CK313), unless a
+  `barrier_sync` over the role's warps comes first.
+
+The barrier's phase completes when its initial count is reached, so the arrivals summed
+over the roles that arrive must equal the count the barrier was created with.""",
+        effects=EffectSpec(arrives="self", arrive_scope="per"), receiver=_B,
+        requires=frozenset({Feature.MBARRIER}),
         facets=_FACETS.of("mbarrier_arrive"),
         traits=frozenset({Trait.SINGLE_THREAD}),
     ),

@@ -19,6 +19,7 @@ from cake_core.ir.types import StageType
 from cake_core.lower.context import LowerContext
 from cake_core.lower.emitter import c_identifier
 from cake_core.lower.plan import LowerError
+from cake_core.verify.effects import arrival_scope
 
 _STAGE = StageType("", 0, "")
 
@@ -97,11 +98,21 @@ def pipeline_release(op: Op, ctx: LowerContext) -> str:
 
 
 def mbarrier_arrive(op: Op, ctx: LowerContext) -> str:
+    """Exactly the arrivals `per` names: every thread, lane 0 of every warp once the warp's
+    lanes have met, or the role's elected thread once its own warp's lanes have met (the
+    other warps of the role are not ordered before it: CK313)."""
     bar = ctx.barrier(op.args["self"])
     count = ctx.int_value(op.args["count"])
     ctx.features.add("mbarrier")
     code = f"cake_mbar_arrive({bar});" if count == "1" else f"cake_mbar_arrive_n({bar}, {count});"
-    return ctx.leader(code)
+    scope = arrival_scope(op)
+    if scope == "thread":
+        return code
+    if ctx.g.single:  # the role's body already runs in its one elected thread
+        return code
+    if scope == "warp":
+        return f"__syncwarp(); if (lane == 0) {{ {code} }}"
+    return "__syncwarp(); " + ctx.leader(code)
 
 
 def mbarrier_expect_tx(op: Op, ctx: LowerContext) -> str:

@@ -1,9 +1,12 @@
 """Synchronisation: the pipeline protocol, raw mbarriers, block and named barriers, fences.
 
 Pipelines keep one cursor per process (stage and parity it expects next) over barriers
-the block shares; raw mbarrier arrivals come from the op's elected thread, waits from
-every process.  Every release point (an arrival, a barrier) publishes the process's
-clock and starts a new epoch; every acquire point joins what was published.
+the block shares; raw mbarrier arrivals come from every process (`per="thread"` or
+`"warp"`) or from the op's elected thread (`per="role"`, `expect_tx`), waits from every
+process.  An elected arrival vouches only for what the process's warps did before they
+last met at a barrier: the warps of a role are not in lockstep.  Every release point (an
+arrival, a barrier) publishes the process's clock and starts a new epoch; every acquire
+point joins what was published.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ from __future__ import annotations
 from cake_core.diagnostics import codes
 from cake_core.ir.kernel import Op
 from cake_core.sim.context import SimContext
-from cake_core.sim.races import join
+from cake_core.sim.races import VC, join
 from cake_core.sim.state import Blocked, GroupBarrier
 from cake_core.sim.waits import check_init, parity_wait
+from cake_core.verify.effects import arrival_scope
 
 
 def _misuse(ctx: SimContext, op: Op, message: str) -> None:
@@ -88,13 +92,31 @@ def pipeline_release(op: Op, ctx: SimContext) -> None:
 
 
 # --- raw mbarriers ------------------------------------------------------------------------
+def _elected_clock(ctx: SimContext, op: Op) -> VC:
+    """What one elected thread's arrival publishes.  A process standing for several warps
+    vouches only for what they did before they last met: the warps do not run in
+    lockstep, and the others may still be using what the arrival hands over."""
+    proc = ctx.proc
+    if len(proc.warps) == 1 or proc.touched is None:
+        return proc.vc  # one warp: the lowering meets its lanes (`__syncwarp`) first
+    proc.unsynced_arrival = op
+    vc = dict(proc.vc)  # what the elected thread joined (waits) it does pass on
+    for c in (proc.comp, *proc.crew):
+        vc[c] = proc.synced.get(c, 0)
+    return vc
+
+
 def mbarrier_arrive(op: Op, ctx: SimContext) -> None:
-    if not ctx.leader(op):
+    scope = arrival_scope(op)
+    if scope == "role" and not ctx.leader(op):
         return
     bar = ctx.barrier(op, "self")
     check_init(ctx, op, bar)
     n = ctx.int(op, "count")
-    if not bar.arrive(ctx.proc.vc, n):
+    if scope != "role":  # every warp (lane 0) or every thread of this process arrives
+        n *= len(ctx.proc.warps) * (32 if scope == "thread" else 1)
+    vc = _elected_clock(ctx, op) if scope == "role" else ctx.proc.vc
+    if not bar.arrive(vc, n):
         _misuse(ctx, op, f"this arrival makes {bar.count - bar.pending} arrivals on "
                 f"{bar.label}, whose phases expect {bar.count}")
     ctx.proc.tick()
@@ -106,7 +128,7 @@ def mbarrier_expect_tx(op: Op, ctx: SimContext) -> None:
     bar = ctx.barrier(op, "self")
     check_init(ctx, op, bar)
     bar.expect(ctx.int(op, "bytes"))
-    if not bar.arrive(ctx.proc.vc):
+    if not bar.arrive(_elected_clock(ctx, op)):
         _misuse(ctx, op, f"more arrivals on {bar.label} than its count {bar.count}")
     ctx.proc.tick()
 
@@ -126,6 +148,7 @@ def _group_sync(ctx: SimContext, op: Op, bar: GroupBarrier, wait: bool) -> Block
         g = proc.retry.pop(key)
         assert isinstance(g, int)
         join(proc.vc, bar.released.get(g, {}))
+        proc.synced, proc.touched = dict(proc.vc), None
         return None
     g = bar.gen
     if not bar.arrive(len(proc.warps), proc.vc):
@@ -136,6 +159,7 @@ def _group_sync(ctx: SimContext, op: Op, bar: GroupBarrier, wait: bool) -> Block
         return None
     if bar.gen > g:
         join(proc.vc, bar.released.get(g, {}))
+        proc.synced, proc.touched = dict(proc.vc), None
         return None
     proc.retry[key] = g
     what = "syncthreads()" if bar.bid == 0 else f"named barrier {bar.bid} ({bar.need} warps)"

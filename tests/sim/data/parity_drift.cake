@@ -7,7 +7,7 @@ M, K = dim("M"), dim("K", multiple_of=8)
 def copy_rows(A: Tensor[bf16, (M, K)], C: Tensor[bf16, (M, K)]):
     buf = smem(bf16, (BM, BK), layout=swizzle(128))
     full = mbarrier(count=1)
-    empty = mbarrier(count=1)
+    empty = mbarrier(count=4)
     fence_barrier_init()
     syncthreads()
     with role("load", warps=range(0, 4)):
@@ -20,4 +20,4 @@ def copy_rows(A: Tensor[bf16, (M, K)], C: Tensor[bf16, (M, K)]):
             full.wait(0)
             x = load(buf)
             store(C.tile((BM, BK), (block.x, k)), x)
-            empty.arrive()
+            empty.arrive(per="warp")
