@@ -54,7 +54,8 @@ SCHEMA = "cake.run/1"
                    "emulator's scheduler too).")
 @click.option("--order", type=click.Choice(["lazy", "eager", "both"]), default=None,
               help="With --emulate: when asynchronous operations (TMA, cp.async, wgmma) "
-                   "complete: as late as the waits allow (lazy), at issue (eager), or both: "
+                   "complete: deferred until the scheduler or a wait needs them (lazy), at "
+                   "issue (eager), or both: "
                    "the first launch on each input set lazy, the second eager.  "
                    "[default: both]")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",

@@ -14,7 +14,8 @@ every input set twice, so two interleavings are compared and a race that changes
 output shows up as a wrong or nondeterministic result even when nothing is flagged.
 
 The runtime completes asynchronous operations (TMA, cp.async, wgmma, bulk stores) in one
-of two orders: lazily, as late as the waits allow, or eagerly, at issue (`EAGER`).  Lazy
+of two orders: lazily, deferred until the scheduler picks them or a wait needs them, or
+eagerly, at issue (`EAGER`).  Lazy
 completion catches a read before the wait that makes the data visible; eager completion
 catches a copy that overwrites a stage before its readers released it.  Order `both` (the
 default) runs the first launch on each input set lazily and the second eagerly, rather than
@@ -56,8 +57,8 @@ EAGER = 1
 LAZY_ORDER, EAGER_ORDER, BOTH_ORDERS = "lazy", "eager", "both"
 #: The values of `cake run --order` and of `EmulatedKernel(order=...)`.
 ORDERS = (LAZY_ORDER, EAGER_ORDER, BOTH_ORDERS)
-_ORDER_TEXT = {LAZY_ORDER: "lazy order (asynchronous operations complete as late as the "
-                           "waits allow)",
+_ORDER_TEXT = {LAZY_ORDER: "lazy order (asynchronous operations complete when the scheduler "
+                           "picks them or a wait needs them)",
                EAGER_ORDER: "eager order (asynchronous operations complete at issue)"}
 
 
@@ -251,8 +252,9 @@ def emulated_spec(cu: str, meta: Mapping[str, Any], name: str, *, seed: int = 0,
 def order_note(order: str) -> str:
     """How a run's launches completed asynchronous operations, for the report's notes."""
     if order == BOTH_ORDERS:
-        return ("asynchronous operations complete lazily (as late as the waits allow) on the "
-                "first launch of each input set and eagerly (at issue) on the second")
+        return ("asynchronous operations complete lazily (when the scheduler picks them or a "
+                "wait needs them) on the first launch of each input set and eagerly (at "
+                "issue) on the second")
     return f"every launch in {_ORDER_TEXT[order]}"
 
 

@@ -171,7 +171,7 @@ def test_order_picks_when_asynchronous_operations_complete(
     both = CliRunner().invoke(main, [*RUN, *dims, "--seed", "5"])  # both, by default
     assert both.exit_code == 1, both.output
     doc = json.loads(both.output)
-    assert "lazily (as late as the waits allow) on the first launch" in doc["notes"][1]
+    assert "on the first launch of each input set and eagerly (at issue)" in doc["notes"][1]
     located = [d for d in doc["report"]["diagnostics"] if d["code"] == "CK705"]
     # seeds 5 and 6 are the lazy first launches; the first eager one (seed 7) deadlocks
     assert {(d["data"]["seed"], d["data"]["order"]) for d in located} == {(7, "eager")}
