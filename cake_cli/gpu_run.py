@@ -138,7 +138,7 @@ def render_text(outcome: BenchOutcome, *, color: bool = False) -> str:
     headers.append("flags")
     out = head + table(headers, [shape_row(s, timing) for s in rep.shapes])
     for s in rep.shapes:
-        if s.error:  # an emulated launch's error lists the emulator's findings, one a line
+        if s.error:  # an emulated launch's findings are not in it: they are diagnostics
             out += f"  {s.dims_text}: " + s.error.replace("\n", "\n    ") + "\n"
     for note in rep.notes:
         out += f"note: {note}\n"
@@ -171,11 +171,13 @@ def run_gpu(kernel: str, task_name: str, dims: str | None, seed: int, fmt: str) 
     sys.exit(0 if outcome.passed else 1)
 
 
-def run_emulated(kernel: str, task_name: str, dims: str | None, seed: int, fmt: str) -> None:
+def run_emulated(kernel: str, task_name: str, dims: str | None, seed: int, fmt: str,
+                 order: str = "both") -> None:
     """`cake run --emulate`: the runner's checks on the lowered CUDA, run on the CPU.
 
     The task's simulator shapes by default (emulation is far slower than a GPU); `seed`
-    seeds the inputs (seeds `seed` and `seed + 1`) and the emulator's scheduler.
+    seeds the inputs (seeds `seed` and `seed + 1`) and the emulator's scheduler; `order`
+    is when asynchronous operations complete (`cake_core.run.emulated`).
     """
     from cake_core.run.protocol import TimingConfig
     from cake_core.run.runner import EMULATE, BenchOptions
@@ -183,6 +185,7 @@ def run_emulated(kernel: str, task_name: str, dims: str | None, seed: int, fmt: 
 
     opts = BenchOptions(shapes=[Shape(parse_dims(dims))] if dims else None,
                         seeds=(seed, seed + 1), timing=TimingConfig(enabled=False),
-                        backend=EMULATE, baseline=False, emulate_seed=seed)
+                        backend=EMULATE, baseline=False, emulate_seed=seed,
+                        emulate_order=order)
     outcome = execute(kernel, task_name, opts, fmt)
     sys.exit(0 if outcome.passed else 1)

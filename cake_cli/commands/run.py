@@ -7,7 +7,8 @@ findings are printed as `cake check` prints diagnostics.  Without `--sim` the ke
 on the GPU through the runner (cake_core/run/, docs/running.md) on the task's GPU shapes:
 the same checks as `cake bench`, without timing; with no GPU it says so and exits 2.
 With `--emulate` the lowered CUDA itself runs on the CPU, compiled with the host C++
-compiler (docs/emulation.md), on the task's small shapes: the runner's checks, no timing.
+compiler (docs/emulation.md), on the task's small shapes: the runner's checks, no timing;
+`--order` picks when its asynchronous operations complete (both orders by default).
 
 Exit status: 0 every shape passes with no error finding, 1 a shape fails or a finding is
 an error, 2 usage problems (unknown task, bad dims, a kernel that does not type-check).
@@ -51,10 +52,16 @@ SCHEMA = "cake.run/1"
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the inputs and of the random schedules (with --emulate: of the "
                    "emulator's scheduler too).")
+@click.option("--order", type=click.Choice(["lazy", "eager", "both"]), default=None,
+              help="With --emulate: when asynchronous operations (TMA, cp.async, wgmma) "
+                   "complete: deferred until the scheduler or a wait needs them (lazy), at "
+                   "issue (eager), or both: "
+                   "the first launch on each input set lazy, the second eager.  "
+                   "[default: both]")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Output format.")
 def run(kernel: str, task_name: str, sim: bool, emulate: bool, dims: str | None,
-        schedules: int, seed: int, fmt: str) -> None:
+        schedules: int, seed: int, order: str | None, fmt: str) -> None:
     """Run KERNEL (a .cake file, or file.cake::name) against a task.
 
     Reports pass/fail per shape with the max abs/rel error, and the findings of the run.
@@ -62,8 +69,11 @@ def run(kernel: str, task_name: str, sim: bool, emulate: bool, dims: str | None,
     if sim and emulate:
         raise click.UsageError("--sim and --emulate are mutually exclusive: --sim runs the "
                                "IR in the simulator, --emulate the lowered CUDA")
+    if order is not None and not emulate:
+        raise click.UsageError("--order applies only with --emulate: it orders the emulated "
+                               "CUDA's asynchronous operations")
     if emulate:
-        run_emulated(kernel, task_name, dims, seed, fmt)  # exits
+        run_emulated(kernel, task_name, dims, seed, fmt, order or "both")  # exits
         return
     if not sim:
         run_gpu(kernel, task_name, dims, seed, fmt)  # exits

@@ -108,6 +108,9 @@ class BenchOptions:
     """`timeout` for an emulated launch (backend emulate)."""
     emulate_seed: int = 0
     """The scheduler seed of the first emulated launch (each next launch: one more)."""
+    emulate_order: str = "both"
+    """When emulated asynchronous operations complete: `lazy`, `eager`, or `both` (the first
+    launch on each input set lazily, the second eagerly; `cake_core.run.emulated`)."""
 
 
 @dataclass
@@ -197,7 +200,8 @@ def _prepare(path: Path, kernel_name: str | None, task: Task, opts: BenchOptions
     cu, meta = _lower(src, kernel)
     try:
         if emulate:
-            spec = emulated_spec(cu, meta, kernel.name, seed=opts.emulate_seed, cache=opts.cache)
+            spec = emulated_spec(cu, meta, kernel.name, seed=opts.emulate_seed,
+                                 order=opts.emulate_order, cache=opts.cache)
         else:
             from cake_core.run.build import build_library, nvcc_target
 
@@ -284,8 +288,11 @@ def bench(path: str | Path, kernel_name: str | None, task: Task,
     backend = str(info.get("backend") or opts.backend)
     notes = []
     if emulate:
+        from cake_core.run.emulated import order_note
+
         notes.append(f"emulated on the CPU (host compiler {cand.spec['compiler']}): "
                      "correctness only, no timing")
+        notes.append(order_note(str(cand.spec.get("order", opts.emulate_order))))
     if timing.enabled and opts.baseline and not info.get("baseline") and not fake:
         notes.append(f"baseline not timed (torch is not installed or the task has no "
                      f"implementation in cake_core/run/baselines.py): {task.baseline}")

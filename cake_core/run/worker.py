@@ -81,7 +81,8 @@ def make_kernel(spec: dict[str, Any], task: Any, device: Any) -> Any:
         return kernel
     if kind == "emulated":
         emulated = EmulatedKernel(k["library"], k["meta"], seed=int(k.get("seed", 0)),
-                                  flags=int(k.get("flags", 0)))
+                                  flags=int(k.get("flags", 0)),
+                                  order=str(k.get("order", "both")))
         emulated.prepare()
         return emulated
     if kind == "sim":
@@ -124,6 +125,8 @@ def run(spec: dict[str, Any], emit: _Events) -> int:
 
         wl = item.get("workload")
         seeds = item.get("seeds") or spec.get("seeds") or [0, 1]
+        if isinstance(kernel, EmulatedKernel):
+            kernel.start_shape()
         res = run_shape(device, kernel, task, {k: int(v) for k, v in item["dims"].items()},
                         label=str(item.get("label", "")), rename=spec.get("rename") or {},
                         seeds=[int(s) for s in seeds], baseline=baseline,

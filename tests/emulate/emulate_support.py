@@ -21,7 +21,7 @@ FIXTURE = Path(__file__).resolve().parent / "fixtures" / "fake_tinygemm.cu"
 TINYGEMM = ROOT / "examples" / "tinygemm_sm90.cake"
 
 MODES = {"correct": 0, "deadlock": 1, "wrong": 2, "not_ok": 3, "crash": 4, "hang": 5,
-         "refused": 6}
+         "refused": 6, "wrong_when_eager": 7, "deadlock_when_eager": 8}
 
 
 @functools.cache

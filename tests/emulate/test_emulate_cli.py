@@ -142,3 +142,51 @@ def test_findings_with_a_line_are_placed_there() -> None:
     # without the source, as callers wrote it before: everything at the kernel
     old: list[Any] = findings_to_diagnostics(report, kernel_span, SHOWN)
     assert all(d.span == kernel_span for d in old)
+
+
+@needs_cxx
+def test_the_text_report_shows_each_finding_once(stub_runtime: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shape's error line used to repeat the findings the CK705 diagnostics show."""
+    _lower_to(monkeypatch, fixture_cu("deadlock", SHOWN, LINE))
+    r = CliRunner().invoke(main, [*RUN, "--dims", "M=16,N=24,K=40"])
+    assert r.exit_code == 1, r.output
+    assert r.output.count("every live thread waits") == 1, r.output
+    assert r.output.count("smem[0:16] read before any write") == 1, r.output
+    assert r.output.count("96 threads at") == 1, r.output
+    error_line = next(ln for ln in r.output.splitlines() if ln.startswith("  M=16,N=24,K=40: "))
+    assert error_line.endswith("schedule seed 0, lazy order; 2 emulator findings, each "
+                               "reported at its line")
+    assert r.output.count("error[CK705]") == 2
+
+
+@needs_cxx
+def test_order_picks_when_asynchronous_operations_complete(
+        stub_runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _lower_to(monkeypatch, fixture_cu("deadlock_when_eager", SHOWN, LINE))
+    dims = ["--dims", "M=16,N=24,K=40", "--format", "json"]
+    lazy = CliRunner().invoke(main, [*RUN, *dims, "--order", "lazy"])
+    assert lazy.exit_code == 0, lazy.output
+    assert "every launch in lazy order" in json.loads(lazy.output)["notes"][1]
+    both = CliRunner().invoke(main, [*RUN, *dims, "--seed", "5"])  # both, by default
+    assert both.exit_code == 1, both.output
+    doc = json.loads(both.output)
+    assert "on the first launch of each input set and eagerly (at issue)" in doc["notes"][1]
+    located = [d for d in doc["report"]["diagnostics"] if d["code"] == "CK705"]
+    # seeds 5 and 6 are the lazy first launches; the first eager one (seed 7) deadlocks
+    assert {(d["data"]["seed"], d["data"]["order"]) for d in located} == {(7, "eager")}
+    assert "schedule seed 7 in eager order" in located[0]["notes"][-1]
+    (shape,) = doc["shapes"]
+    assert "schedule seed 7, eager order" in shape["error"]
+    eager = CliRunner().invoke(main, [*RUN, *dims, "--order", "eager"])
+    assert eager.exit_code == 1
+    assert {d["data"]["seed"] for d in json.loads(eager.output)["report"]["diagnostics"]
+            if d["code"] == "CK705"} == {0}
+
+
+def test_order_needs_emulate() -> None:
+    r = CliRunner().invoke(main, ["run", str(TINYGEMM), "--task", "gemm_bf16", "--sim",
+                                  "--order", "eager"])
+    assert r.exit_code == 2 and "--order applies only with --emulate" in r.output
+    bad = CliRunner().invoke(main, [*RUN, "--order", "late"])
+    assert bad.exit_code == 2 and "Invalid value for '--order'" in bad.output

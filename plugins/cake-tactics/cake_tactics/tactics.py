@@ -87,11 +87,42 @@ def _tile_applies(kernel: Kernel, source: SourceFile) -> str | None:
     return f"tile shape constants {listed} set the work per block and per copy"
 
 
+def _warp_grid(values: dict[str, int]) -> int | None:
+    """How many warps the block-tile / warp-tile pairs (BM and WM, BN and WN, ...) ask for:
+    the product of the ratios, None when there is no pair or a ratio is not whole."""
+    pairs = [(name, "W" + name[1:]) for name in values
+             if name.startswith("B") and "W" + name[1:] in values]
+    if not pairs:
+        return None
+    warps = 1
+    for block_tile, warp_tile in pairs:
+        if values[warp_tile] <= 0 or values[block_tile] % values[warp_tile]:
+            return None
+        warps *= values[block_tile] // values[warp_tile]
+    return warps
+
+
+def _breaks_warp_grid(kernel: Kernel, consts: dict[str, tuple[Span, int]], name: str,
+                      value: int) -> bool:
+    """Whether the change leaves the warps unable to cover the block tile.
+
+    A kernel whose block tile is split among its warps (gemm_sm80: BM/WM x BN/WN = 2 x 2
+    warps) computes the whole tile only while that product equals its warp count: BM 256
+    with four 64-row warps verifies, yet leaves half of C unwritten.  The verifier does not
+    see it (nothing is out of bounds), so the tactic does not offer it."""
+    before = {n: v for n, (_, v) in consts.items()}
+    if _warp_grid(before) != kernel.warps:
+        return False  # the warps are not laid out over these tiles: nothing to keep
+    return _warp_grid({**before, name: value}) != kernel.warps
+
+
 def _tile_variants(kernel: Kernel, source: SourceFile) -> Sequence[dict[str, Any]]:
     out = []
-    for name, (_, v) in _tile_constants(kernel, source).items():
+    consts = _tile_constants(kernel, source)
+    for name, (_, v) in consts.items():
         for nv in (v // 2, v * 2):
-            if 16 <= nv <= 256 and nv % 16 == 0:
+            if 16 <= nv <= 256 and nv % 16 == 0 and \
+                    not _breaks_warp_grid(kernel, consts, name, nv):
                 out.append({"name": name, "value": nv})
     return out
 
@@ -99,8 +130,10 @@ def _tile_variants(kernel: Kernel, source: SourceFile) -> Sequence[dict[str, Any
 def _tile_apply(kernel: Kernel, source: SourceFile, params: dict[str, Any]
                 ) -> TacticResult | None:
     name, value = params.get("name"), params.get("value")
-    site = _tile_constants(kernel, source).get(str(name))
-    if site is None or not isinstance(value, int) or value == site[1]:
+    consts = _tile_constants(kernel, source)
+    site = consts.get(str(name))
+    if site is None or not isinstance(value, int) or value == site[1] or \
+            _breaks_warp_grid(kernel, consts, str(name), value):
         return None
     span, old = site
     why = ("smaller tiles: more blocks to fill the SMs and fewer wasted edge rows"
