@@ -6,7 +6,7 @@ cached (the same source again: hashing and a lookup).  Per example x shape (the 
 simulator shapes, plus the 128x256x64-tile sm_90a GEMM at M=N=256, K=512, whose target
 is under a minute): one shape under the verification protocol (two input seeds, each
 launched twice), in the runtime's default lazy order (asynchronous operations complete as
-late as allowed) and in eager order (flag bit 0, `CAKE_EMU_EAGER`): the wall time of the
+late as allowed) and in eager order (`EmulatedKernel(order="eager")`): the wall time of the
 shape, the mean time of one emulated launch, fiber switches per launch, and the verdict.
 
 Then the mutation table (tests/emulate/mutations.py): for each planted bug, how the
@@ -48,8 +48,7 @@ from cake_core.sim.program import SimKernel  # noqa: E402
 from cake_core.sim.tasks_run import run_task  # noqa: E402
 from cake_core.tasks import load_task  # noqa: E402
 
-EAGER = 1
-ORDERS = {"lazy": 0, "eager": EAGER}
+ORDERS = ("lazy", "eager")
 EXAMPLES = [("gemm_sm90", "gemm_bf16"), ("tinygemm_sm90", "gemm_bf16"),
             ("gemm_sm80", "gemm_f16_sm80"), ("kmeans_assign_sm90", "kmeans_assign")]
 #: Beyond the simulator shapes: the size docs/emulation.md sets a target for.
@@ -87,9 +86,9 @@ class TimedKernel(EmulatedKernel):
 
 
 def run_one(lib: Path, meta: dict[str, Any], task_name: str, dims: dict[str, int],
-            flags: int, mu: ModuleType) -> dict[str, Any]:
+            order: str, mu: ModuleType) -> dict[str, Any]:
     task = load_task(task_name)
-    kernel = TimedKernel(lib, meta, seed=0, flags=flags)
+    kernel = TimedKernel(lib, meta, seed=0, order=order)
     kernel.prepare()
     entry = task.entry(str(meta["kernel"]), ROOT / str(meta["source"]))
     rename = dict(entry.params) if entry is not None else {}
@@ -123,8 +122,8 @@ def measure_example(example: str, task_name: str, cache: Path, mu: ModuleType
     rows = []
     for dims, label in shapes:
         row: dict[str, Any] = {"dims": dims, "label": label}
-        for order, flags in ORDERS.items():
-            row[order] = run_one(cold.path, meta, task_name, dims, flags, mu)
+        for order in ORDERS:
+            row[order] = run_one(cold.path, meta, task_name, dims, order, mu)
         rows.append(row)
     return {"example": example, "task": task_name, "compiler": cold.compiler.label,
             "lower_s": lower_s, "build_cold_s": cold_s, "build_cached_s": cached_s,
@@ -153,10 +152,10 @@ def measure_mutations(cache: Path, mu: ModuleType) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"name": m.name, "example": m.example, "dims": dict(m.dims),
                                "expected": list(m.caught_by), "build_s": build_s,
                                "sim_catches": not sim[key]}
-        for order, flags in ORDERS.items():
+        for order in ORDERS:
             row[f"unmutated_{order}"] = run_one(base.path, meta, m.task, dict(m.dims),
-                                                flags, mu)["outcome"]
-            got = run_one(lib.path, meta, m.task, dict(m.dims), flags, mu)
+                                                order, mu)["outcome"]
+            got = run_one(lib.path, meta, m.task, dict(m.dims), order, mu)
             row[order] = got["outcome"]
             row[f"{order}_s"] = got["seconds"]
         unmutated_ok = all(row[f"unmutated_{o}"] == "ok" for o in ORDERS)

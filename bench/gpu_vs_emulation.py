@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results"
 #: Seeds of the input sets; the emulator's schedule seed follows the input seed.
 SEEDS = (0, 1)
-ORDERS = {"lazy": 0, "eager": 1}
+ORDERS = ("lazy", "eager")
 
 
 # --- the work list (parent process) ---------------------------------------------------------
@@ -236,8 +236,8 @@ def run_item(item: dict[str, Any], cache: Path, gpu: bool) -> dict[str, Any]:
             gpu_out = launch_once(device, gpu_kernel, dims, host, rename, list(task.outputs)) \
                 if gpu_kernel is not None else None
             emu_outs = {}
-            for order, flags in ORDERS.items():
-                ek = EmulatedKernel(emu_lib.path, meta, seed=seed, flags=flags)
+            for order in ORDERS:
+                ek = EmulatedKernel(emu_lib.path, meta, seed=seed, order=order)
                 emu_outs[order] = launch_once(host_dev, ek, dims, host, rename,
                                               list(task.outputs))
             for tname in task.outputs:

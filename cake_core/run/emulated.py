@@ -97,6 +97,9 @@ class EmulatedKernel(CudaKernel):
     def __init__(self, library: str | Path, meta: Mapping[str, Any], *, seed: int = 0,
                  flags: int = 0, order: str = BOTH_ORDERS) -> None:
         super().__init__(library, meta)
+        if flags & EAGER:
+            raise RunSetupError("the completion order is chosen with order=, not with the "
+                                "EAGER flag")
         if order not in ORDERS:
             raise RunSetupError(f"unknown emulation order {order!r} (one of "
                                 f"{', '.join(ORDERS)})")
@@ -117,7 +120,7 @@ class EmulatedKernel(CudaKernel):
         self._report.argtypes = []
         self._report.restype = ctypes.c_char_p
         self.seed = int(seed)
-        self.flags = int(flags) & ~EAGER
+        self.flags = int(flags)
         """The runtime's flags besides the order's bit, which `order` decides per launch."""
         self.order = order
         self.launches = 0

@@ -159,7 +159,7 @@ MUTATIONS: tuple[Mutation, ...] = (
 
 
 def emulate(cu: str, meta: Mapping[str, Any], task_name: str, dims: Mapping[str, int], *,
-            name: str, cache: Path, flags: int = 0, seed: int = 0) -> ShapeResult:
+            name: str, cache: Path, order: str = "both", seed: int = 0) -> ShapeResult:
     """Build `cu` for the CPU with the real runtime and run one shape under the protocol
     (two input seeds, each launched twice), with the findings at their .cake lines."""
     from cake_core.emulate.build import build_emulated
@@ -170,7 +170,7 @@ def emulate(cu: str, meta: Mapping[str, Any], task_name: str, dims: Mapping[str,
 
     task = load_task(task_name)
     lib = build_emulated(cu, name=name, cache=cache)
-    kernel = EmulatedKernel(lib.path, meta, seed=seed, flags=flags)
+    kernel = EmulatedKernel(lib.path, meta, seed=seed, order=order)
     kernel.prepare()
     entry = task.entry(str(meta["kernel"]), ROOT / str(meta["source"]))
     rename = dict(entry.params) if entry is not None else {}

@@ -9,7 +9,7 @@ from emulate_support import fixture_cu, needs_cxx, tinygemm_meta
 
 from cake_core.emulate.build import build_emulated
 from cake_core.run.device import LaunchError
-from cake_core.run.emulated import ABI, EmulatedKernel
+from cake_core.run.emulated import ABI, EAGER, EmulatedKernel
 from cake_core.run.fake import FakeDevice
 from cake_core.run.host_device import HostDevice
 from cake_core.run.protocol import TimingConfig, run_shape
@@ -166,3 +166,5 @@ def test_each_shape_starts_with_a_lazy_launch(libs: dict[str, Path], task: Task)
         (3, "lazy"), (4, "lazy"), (5, "eager")]
     with pytest.raises(RunSetupError, match="unknown emulation order 'late'"):
         EmulatedKernel(libs["correct"], tinygemm_meta(), order="late")
+    with pytest.raises(RunSetupError, match="chosen with order="):
+        EmulatedKernel(libs["correct"], tinygemm_meta(), flags=EAGER)
