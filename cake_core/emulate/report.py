@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = frozenset({"deadlock", "smem_bounds", "uninitialized_read", "global_bounds",
-                   "mbarrier", "collective", "proxy_fence", "async_pending", "setmaxnreg",
-                   "trap", "fault"})
+KINDS = frozenset({"deadlock", "barrier", "smem_bounds", "uninitialized_read",
+                   "global_bounds", "tensor_map", "mbarrier", "collective", "proxy_fence",
+                   "setmaxnreg", "trap", "fault", "launch"})
 #: What a summary prints at most: findings, thread groups per finding, blocks per group.
 MAX_FINDINGS = 8
 MAX_GROUPS = 6

@@ -31,7 +31,7 @@ EXAMPLES = ROOT / "examples"
 #: How a mutation can be caught: a wrong result (CK701/CK702), a launch the launcher
 #: refused (a size contract or an argument check), or an emulator finding of that kind.
 OUTCOMES = ("wrong", "refused", "deadlock", "mbarrier", "global_bounds", "smem_bounds",
-            "uninitialized_read", "proxy_fence", "async_pending", "collective", "trap",
+            "uninitialized_read", "proxy_fence", "barrier", "tensor_map", "collective", "trap",
             "fault")
 
 
