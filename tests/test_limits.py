@@ -138,3 +138,14 @@ def test_the_simulator_refuses_launches_it_cannot_hold(old: str, new: str,
                                                        fragment: str) -> None:
     diag = only(_sim(GEMM.replace(old, new)), "CK510")
     assert fragment in diag.message
+
+
+def test_a_shape_too_large_to_simulate_is_an_error_line() -> None:
+    from cake_core.sim.tasks_run import run_task
+    from cake_core.tasks import load_task
+
+    sk = SimKernel.from_text(GEMM, "k.cake", "gemm_sm80")
+    report = run_task(load_task("gemm_f16_sm80"), sk,
+                      shapes=[{"M": 10**8, "N": 10**8, "K": 64}], n_schedules=1)
+    (shape,) = report.shapes
+    assert shape.error is not None and "too large to simulate" in shape.error

@@ -120,6 +120,15 @@ def _const(e: SymExpr, dims: Mapping[str, int]) -> int:
     raise SimSetupError(f"`{e}` is not known at launch")
 
 
+def check_tensor_sizes(sk: SimKernel, dims: Mapping[str, int]) -> None:
+    """Raise SimSetupError when a tensor of the launch is past MAX_TENSOR_ELEMENTS."""
+    for name, t in sk.tensor_params().items():
+        shape = tuple(_const(d, dims) for d in t.shape)
+        if math.prod(shape) > MAX_TENSOR_ELEMENTS:
+            raise SimSetupError(f"tensor `{name}` of shape {shape} is too large to simulate "
+                                f"(at most {MAX_TENSOR_ELEMENTS} elements); pick smaller dims")
+
+
 def make_tensors(sk: SimKernel, dims: Mapping[str, int],
                  inputs: Mapping[str, np.ndarray | float]) -> dict[str, GlobalTensor]:
     """Global memory: inputs encoded to their dtype, every other tensor poisoned."""
@@ -129,11 +138,9 @@ def make_tensors(sk: SimKernel, dims: Mapping[str, int],
     if unknown:
         raise SimSetupError(f"inputs name no tensor parameter of `{sk.name}`: "
                             f"{', '.join(sorted(unknown))}")
+    check_tensor_sizes(sk, dims)
     for name, t in params.items():
         shape = tuple(_const(d, dims) for d in t.shape)
-        if math.prod(shape) > MAX_TENSOR_ELEMENTS:
-            raise SimSetupError(f"tensor `{name}` of shape {shape} is too large to simulate "
-                                f"(at most {MAX_TENSOR_ELEMENTS} elements); pick smaller dims")
         if name in inputs:
             arr = np.asarray(inputs[name])
             if arr.shape != shape:
