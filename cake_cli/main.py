@@ -8,11 +8,14 @@ usage problem or an internal fault prints a message and exits with status 2.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
+import io
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
 import click
@@ -30,7 +33,21 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
 class CakeGroup(click.Group):
-    """Turns any escaped exception into a one-line message and exit status 2."""
+    """Turns any escaped exception into a one-line message and exit status 2.
+
+    Problems of the environment rather than of the compiler get their own message: a file
+    that cannot be read or written (OSError), a reader that closed the pipe early
+    (`cake rules | head -1`), memory running out; Ctrl-C exits 130.
+    """
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            rv = super().main(*args, **kwargs)
+        except SystemExit:
+            _flush_stdout()  # a closed pipe surfaces at the last flush, not before
+            raise
+        _flush_stdout()
+        return rv
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -41,10 +58,41 @@ class CakeGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("cake: interrupted", err=True)
             sys.exit(130)
+        except BrokenPipeError:
+            _broken_pipe()
+        except OSError as exc:
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(f"cake: {where}{exc.strerror or exc}", err=True)
+            sys.exit(EXIT_ERROR)
+        except MemoryError:
+            click.echo("cake: out of memory; try smaller inputs", err=True)
+            sys.exit(EXIT_ERROR)
         except Exception as exc:
             click.echo(f"cake: internal error: {type(exc).__name__}: {exc}", err=True)
             click.echo("cake: please report this with the input that triggered it", err=True)
             sys.exit(EXIT_ERROR)
+
+
+def _flush_stdout() -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _broken_pipe()
+    except (OSError, ValueError):  # stdout closed or gone: nothing left to say there
+        pass
+
+
+def _broken_pipe() -> NoReturn:
+    """The reader of stdout went away: say so once on stderr and exit 2, with stdout
+    pointed at /dev/null so that the interpreter's last flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
+    with contextlib.suppress(OSError):
+        click.echo("cake: output closed before it was all written (broken pipe)", err=True)
+    sys.exit(EXIT_ERROR)
 
 
 #: Commands that live in their own modules, imported only when invoked (name -> "module:attr").

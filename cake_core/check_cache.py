@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic
-from cake_core.elab.builder import ProgramBuilder
+from cake_core.elab.builder import MAX_KERNELS, ProgramBuilder, kernel_over_limit
 from cake_core.ir.kernel import Kernel, Program, Value
 from cake_core.primitives.registry import Registry
 from cake_core.shift import LineShift, spans_of
@@ -203,9 +203,16 @@ class _Run:
         state = _ROOT
         refs: list[KernelRef] = []
         saw_kernel = False
+        kernels = 0
         for stmt in self.module.body:
             if isinstance(stmt, ast.FunctionDef):
                 saw_kernel = True
+                kernels += 1
+                if kernels > MAX_KERNELS:
+                    over = kernel_over_limit(stmt, kernels)
+                    if over is not None:
+                        self.diagnostics.append(over)
+                    continue
                 ref = self.kernel(stmt, state)
                 if ref.exists:
                     refs.append(ref)

@@ -74,24 +74,42 @@ class PluginPackage:
     prefix: str
     items: list[ItemEntry] = field(default_factory=list)
     created: bool = False
+    _pending: bool = field(default=False, repr=False, compare=False)
 
     # -- opening -------------------------------------------------------------------------------
     @classmethod
-    def open_or_create(cls, root: Path) -> PluginPackage:
+    def open_or_create(cls, root: Path, *, write: bool = True) -> PluginPackage:
+        """The package at `root`, made when the folder is missing or empty.  With
+        `write=False` nothing is written yet (no folder made, no hook added) until
+        `prepare()`: a promotion that is refused half-way must leave no trace."""
         root = Path(root)
         if (root / "pyproject.toml").is_file():
-            return cls._open(root)
+            return cls._open(root, write=write)
         if root.exists() and any(root.iterdir()):
             raise PackageError(f"{root} is neither empty nor a plugin package (no "
                                "pyproject.toml)")
         name = root.name if _PLUGIN_NAME.fullmatch(root.name) else DEFAULT_PLUGIN
         pkg = name.replace("-", "_")
         out = cls(root, name, pkg, "plugin", _code_prefix(name), created=True)
-        out._create()
+        if write:
+            out._create()
+        else:
+            out._pending = True
         return out
 
+    def prepare(self) -> None:
+        """Write what `open_or_create(write=False)` put off (the new package's files, or
+        the hook into an existing one)."""
+        if not self._pending:
+            return
+        self._pending = False
+        if self.created:
+            self._create()
+        else:
+            self._hook_existing()
+
     @classmethod
-    def _open(cls, root: Path) -> PluginPackage:
+    def _open(cls, root: Path, *, write: bool = True) -> PluginPackage:
         try:
             data = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -115,7 +133,10 @@ class PluginPackage:
             prefix = m.get("prefix", prefix)
             items = [ItemEntry(**i) for i in m.get("items", [])]
         out = cls(root, name, pkg, attr, prefix, items)
-        out._hook_existing()
+        if write:
+            out._hook_existing()
+        else:
+            out._pending = True
         return out
 
     # -- writing ---------------------------------------------------------------------------------

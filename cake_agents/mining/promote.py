@@ -398,7 +398,8 @@ def promote(runs_dir: Path, signature: str, kind: str, *, plugin_dir: Path,
         evidence = gather(store, cluster, run_ids)
         examples = project_examples(examples_dir)
         try:
-            pkg = PluginPackage.open_or_create(Path(plugin_dir))
+            # nothing is written until the item is: a refusal below leaves no folder
+            pkg = PluginPackage.open_or_create(Path(plugin_dir), write=False)
         except ValueError as exc:
             raise PromotionError(str(exc)) from exc
         from cake_core.check import default_plugins
@@ -412,6 +413,7 @@ def promote(runs_dir: Path, signature: str, kind: str, *, plugin_dir: Path,
         entry = ItemEntry(kind, spec.name, spec.module, spec.code, cluster.digest, cluster.key,
                           spec.date, spec.examples,
                           [r for r in files if "/clean_" in r])
+        pkg.prepare()
         written = pkg.add(entry, module_text, doc=rule_doc(spec) if kind == "rule" else None,
                           examples=files)
         drafted_by, output, notes, tested = "skeleton", "", [], False

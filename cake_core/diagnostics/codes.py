@@ -145,6 +145,16 @@ BAD_ROLE = _builtin("CK112", "bad-role",
                     "A role that is malformed, overlapping or outside the kernel's warps.",
                     fix=FixAvailability.SOMETIMES)
 DIVISION_BY_ZERO = _builtin("CK113", "division-by-zero", "A constant expression divides by zero.")
+CONSTANT_OUT_OF_RANGE = _builtin(
+    "CK115", "constant-out-of-range",
+    "A compile-time integer needs more than 64 bits (or a shift count is negative).")
+EXPRESSION_TOO_COMPLEX = _builtin(
+    "CK116", "expression-too-complex",
+    "An integer expression too large for the analyses (over 4096 terms once names are "
+    "expanded, or nested over 100 deep).")
+TOO_MANY_KERNELS = _builtin(
+    "CK117", "too-many-kernels",
+    "A file with more than 256 @kernel functions; the ones past the limit are not checked.")
 UNUSED_VALUE = _builtin("CK114", "unused-value",
                         "A buffer, fragment or pipeline that is declared and never used.",
                         severity=Severity.WARNING, fix=FixAvailability.ALWAYS)

@@ -23,6 +23,21 @@ from cake_core.primitives.registry import Registry, builtin_registry
 from cake_core.source import SourceFile
 from cake_core.syntax import ast
 
+MAX_KERNELS = 256
+"""The most @kernel functions one file may define.  Every kernel is checked, costed and
+lowered on its own, so a file's time grows with their number; a generated file of
+10,000 kernels is cut here, with one finding, instead of keeping a check busy for
+minutes.  A real program is a handful of kernels per file."""
+
+
+def kernel_over_limit(fn: ast.FunctionDef, seen: int) -> Diagnostic | None:
+    """The finding for the first kernel past MAX_KERNELS (`seen` counts it), else None."""
+    if seen != MAX_KERNELS + 1:
+        return None
+    return codes.TOO_MANY_KERNELS.at(
+        fn.name_span, f"more than {MAX_KERNELS} kernels in one file: this one and the rest "
+        "are not checked", notes=("split the kernels over several files",))
+
 
 @dataclass
 class BuildResult:
@@ -51,9 +66,16 @@ class ProgramBuilder:
     def build(self, module: ast.Module) -> None:
         ev = Evaluator(self, kernel=None)
         saw_kernel = False
+        kernels = 0
         for stmt in module.body:
             if isinstance(stmt, ast.FunctionDef):
                 saw_kernel = True
+                kernels += 1
+                if kernels > MAX_KERNELS:
+                    over = kernel_over_limit(stmt, kernels)
+                    if over is not None:
+                        self.diags.append(over)
+                    continue
                 kb = KernelBuilder(self, stmt)
                 try:
                     kernel = kb.build()

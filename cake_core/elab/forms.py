@@ -26,6 +26,7 @@ from cake_core.ir.types import (
     StageType,
 )
 from cake_core.ir.values import error_value, range_bounds, sym_of
+from cake_core.source import Span
 from cake_core.syntax import ast
 
 _INT_KINDS = (IntType, StageType)  # a tuple, not `IntType | StageType`: built once
@@ -60,14 +61,35 @@ class BuilderForms:
                 return None
         return vals
 
+    def bounded_int(self, sym: S.SymExpr, span: Span) -> Value:
+        """An int value, or a finding at `span` when `sym` is past the limits of
+        `cake_core.ir.symbolic` (a constant over 64 bits, an expression too large)."""
+        problem = S.limit_problem(sym)
+        if problem is None:
+            return int_value(sym, span)
+        if sym.const is not None:
+            return self._out_of_range(span, problem)
+        self.diags.append(codes.EXPRESSION_TOO_COMPLEX.at(
+            span, f"expression too complex: {problem}",
+            notes=("compute it in fewer steps, or from fewer names",)))
+        return error_value(span)
+
+    def _out_of_range(self, span: Span, why: str) -> Value:
+        self.diags.append(codes.CONSTANT_OUT_OF_RANGE.at(
+            span, f"constant out of range: {why}",
+            notes=(f"compile-time integers are limited to {S.MAX_CONST_BITS} bits, like "
+                   "integer literals",)))
+        return error_value(span)
+
     def _form_cdiv(self, e: ast.Call) -> Value:
         vals = self._int_args(e, 2, 2, "cdiv(a, b) takes two ints")
         if vals is None:
             return error_value(e.span)
         try:
             a, b = vals
-            return int_value(S.cdiv(a.sym if a.sym is not None else sym_of(a),
-                                    b.sym if b.sym is not None else sym_of(b)), e.span)
+            return self.bounded_int(S.cdiv(a.sym if a.sym is not None else sym_of(a),
+                                           b.sym if b.sym is not None else sym_of(b)),
+                                    e.span)
         except ZeroDivisionError:
             self.diags.append(codes.DIVISION_BY_ZERO.at(e.span, "cdiv by zero"))
             return error_value(e.span)
@@ -91,7 +113,7 @@ class BuilderForms:
         acc = sym_of(ints[0])
         for v in ints[1:]:
             acc = fn(acc, sym_of(v))
-        return int_value(acc, e.span)
+        return self.bounded_int(acc, e.span)
 
     def _form_range(self, e: ast.Call) -> Value:
         vals = self._int_args(e, 1, 3, "range(stop), range(start, stop) or "

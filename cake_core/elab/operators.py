@@ -14,7 +14,7 @@ import math
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Fix, TextEdit
 from cake_core.elab.application import CallEvaluation
-from cake_core.elab.scope import BOOL_TYPE, float_value, int_value
+from cake_core.elab.scope import BOOL_TYPE, float_value
 from cake_core.ir import symbolic as S
 from cake_core.ir.kernel import Value
 from cake_core.ir.types import (
@@ -39,10 +39,26 @@ class OperatorEvaluation(CallEvaluation):
     """The Evaluator's operators, over its calls (an operator on fragments is a primitive)."""
 
     def _binop_node(self, e: ast.BinOp, targets: tuple[str, ...]) -> Value:
-        return self.binop(e.op, e.left, e.right, e.span)
+        # `a + b + c + ...` is a left-leaning chain as deep as it is long (the parser
+        # allows long flat chains): walk down its left side in a loop, then fold upwards,
+        # so that its length never meets Python's recursion limit.
+        chain = [e]
+        left = e.left
+        while type(left) is ast.BinOp:
+            chain.append(left)
+            left = left.left
+        acc = self.expr(left)
+        for node in reversed(chain):
+            acc = self._binop_values(node.op, acc, node.left, node.right, node.span)
+        return acc
 
     def binop(self, op: str, left: ast.Expr, right: ast.Expr, span: Span) -> Value:
-        a, b = self.expr(left), self.expr(right)
+        return self._binop_values(op, self.expr(left), left, right, span)
+
+    def _binop_values(self, op: str, a: Value, left: ast.Expr, right: ast.Expr,
+                      span: Span) -> Value:
+        """`a op right`, where `a` is the value of `left` (already evaluated)."""
+        b = self.expr(right)
         if isinstance(a.type, ErrorType) or isinstance(b.type, ErrorType):
             return error_value(span)
         ints = isinstance(a.type, IntType | StageType) and isinstance(b.type, IntType | StageType)
@@ -50,12 +66,17 @@ class OperatorEvaluation(CallEvaluation):
             sa, sb = sym_of(a), sym_of(b)
             if op in _INT_OPS:
                 try:
-                    return int_value(_INT_OPS[op](sa, sb), span)
+                    return self.bounded_int(_INT_OPS[op](sa, sb), span)
                 except ZeroDivisionError:
                     self.diags.append(codes.DIVISION_BY_ZERO.at(span, "division by zero"))
                     return error_value(span)
             if op == "**" and sa.const is not None and sb.const is not None and sb.const >= 0:
-                return int_value(S.Const(sa.const ** sb.const), span)
+                x, y = sa.const, sb.const
+                if abs(x) >= 2 and y * (abs(x).bit_length() - 1) > S.MAX_CONST_BITS:
+                    # refused before it is computed: 10**10**10 would take hours
+                    return self._out_of_range(
+                        span, f"`{x} ** {y}` needs more than {S.MAX_CONST_BITS} bits")
+                return self.bounded_int(S.Const(x ** y), span)
             if op == "/":
                 fix = self._op_fix(left, right, "/", "//")
                 self.diags.append(codes.TYPE_MISMATCH.at(
@@ -63,8 +84,17 @@ class OperatorEvaluation(CallEvaluation):
                 return error_value(span)
             if op in ("<<", ">>", "&", "|", "^") and sa.const is not None and sb.const is not None:
                 x, y = sa.const, sb.const
-                val = {"<<": x << y, ">>": x >> y, "&": x & y, "|": x | y, "^": x ^ y}[op]
-                return int_value(S.Const(val), span)
+                if op in ("<<", ">>") and y < 0:
+                    return self._out_of_range(span, f"negative shift count {y}")
+                if op == "<<" and x != 0 and y > S.MAX_CONST_BITS:
+                    return self._out_of_range(
+                        span, f"`{x} << {y}` needs more than {S.MAX_CONST_BITS} bits")
+                if op == ">>":
+                    val = x >> y
+                else:
+                    val = {"<<": x << y if op == "<<" else 0, "&": x & y, "|": x | y,
+                           "^": x ^ y}[op]
+                return self.bounded_int(S.Const(val), span)
         if _is_number(a) and _is_number(b):
             folded = _fold_float(op, _pyval(a), _pyval(b))
             if folded is not None:
@@ -97,11 +127,11 @@ class OperatorEvaluation(CallEvaluation):
             return Value("not", BOOL_TYPE, e.span, None, Predicate("not", (v,)))
         if isinstance(v.type, IntType) and v.sym is not None:
             if e.op == "-":
-                return int_value(S.sub(S.Const(0), v.sym), e.span)
+                return self.bounded_int(S.sub(S.Const(0), v.sym), e.span)
             if e.op == "+":
                 return v
             if e.op == "~" and v.sym.const is not None:
-                return int_value(S.Const(~v.sym.const), e.span)
+                return self.bounded_int(S.Const(~v.sym.const), e.span)
         if isinstance(v.type, ScalarType) and isinstance(v.const, float) and e.op in "+-":
             return float_value(-v.const if e.op == "-" else v.const, e.span)
         if isinstance(v.type, FragmentType) and e.op == "-" and self.k is not None:

@@ -11,8 +11,23 @@ stage) are `Var`s: they never fold, but their ranges are known.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
+
+MAX_CONST_BITS = 64
+"""A compile-time integer must fit in this many bits (sign apart), as an integer literal
+must: no size, index or count on a GPU needs more, and it keeps every fold cheap
+(`10**10**10` is refused before it is computed, not after)."""
+
+MAX_EXPR_NODES = 4096
+"""The most nodes an expression tree may have, shared subtrees counted each time they
+are used.  Names can share one subtree (`b = a + a; c = b + b`), so a few dozen lines
+can describe an exponentially large tree, and every analysis that reads it (printing,
+evaluation, bounds) would take exponential time."""
+
+MAX_EXPR_DEPTH = 100
+"""The deepest an expression tree may be: the analyses walk it recursively, and this
+keeps them far from Python's recursion limit (the parser bounds nesting the same way)."""
 
 
 class SymExpr:
@@ -48,6 +63,11 @@ class SymExpr:
             if isinstance(e, BinExpr):
                 stack.extend((e.left, e.right))
         return True
+
+    #: Nodes of the tree (shared subtrees counted each time) and its depth; see
+    #: MAX_EXPR_NODES and MAX_EXPR_DEPTH.  Leaves answer from these class attributes.
+    nodes: int = 1
+    depth: int = 0
 
     # -- arithmetic --------------------------------------------------------------------
     def __add__(self, other: SymLike) -> SymExpr:
@@ -125,6 +145,13 @@ class BinExpr(SymExpr):
     op: str  # one of _OPS
     left: SymExpr
     right: SymExpr
+    nodes: int = field(default=0, compare=False, repr=False)
+    depth: int = field(default=0, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        left, right = self.left, self.right
+        object.__setattr__(self, "nodes", left.nodes + right.nodes + 1)
+        object.__setattr__(self, "depth", max(left.depth, right.depth) + 1)
 
     def __str__(self) -> str:
         op = self.op
@@ -141,6 +168,28 @@ def _operand(e: SymExpr, op: str, prec: int, right_side: bool) -> str:
         if p < prec or (right_side and p == prec and op != "+" and op != "*"):
             return f"({e})"
     return str(e)
+
+
+def out_of_range(value: int) -> bool:
+    """Whether a folded constant needs more than MAX_CONST_BITS bits."""
+    return abs(value).bit_length() > MAX_CONST_BITS
+
+
+def limit_problem(e: SymExpr) -> str | None:
+    """Why `e` is past one of the limits above, or None when it is within them."""
+    c = e.const
+    if c is not None:
+        if out_of_range(c):
+            return f"the value needs {abs(c).bit_length()} bits; constants have at most " \
+                   f"{MAX_CONST_BITS}"
+        return None
+    if e.nodes > MAX_EXPR_NODES:
+        return f"the expression has {e.nodes} terms once names are expanded; the limit " \
+               f"is {MAX_EXPR_NODES}"
+    if e.depth > MAX_EXPR_DEPTH:
+        return f"the expression is nested {e.depth} operations deep; the limit is " \
+               f"{MAX_EXPR_DEPTH}"
+    return None
 
 
 def sym(x: SymLike) -> SymExpr:

@@ -35,7 +35,13 @@ if TYPE_CHECKING:
 
 
 class SimUnsupported(Exception):
-    """A construct the simulator cannot execute (reported as CK510)."""
+    """A construct the simulator cannot execute (reported as CK510).
+
+    `span`, when given, is where to report it (a loop, which is no op)."""
+
+    def __init__(self, message: str, span: Span | None = None) -> None:
+        super().__init__(message)
+        self.span = span
 
 
 class GlobalFault(Exception):
@@ -55,6 +61,8 @@ class SimContext:
         self.block = block
         self.proc = proc
         self.op: Op | None = None
+        self.iterations = 0
+        """Loop iterations this process has run, against MAX_LOOP_ITERATIONS."""
 
     # -- evaluation ----------------------------------------------------------------------
     @property

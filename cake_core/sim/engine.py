@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import time
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,9 +32,19 @@ from cake_core.sim.program import SimKernel, SimSetupError
 from cake_core.sim.runstate import BlockState, Findings, SimRun
 from cake_core.sim.schedule import RoundRobin, Schedule
 from cake_core.sim.state import AsyncOp, GlobalTensor, Proc
+from cake_core.source import Span
 
 #: A block that takes more scheduling steps than this is stopped (a runaway simulation).
 MAX_STEPS_PER_BLOCK = 2_000_000
+#: The most blocks one simulated launch runs: the simulator runs small shapes, and a grid
+#: past this (a constant `grid=(2**62,)`) is reported instead of enumerated.
+MAX_BLOCKS = 1 << 16
+#: The most shared memory one simulated block holds.  No GPU gives a block more than
+#: 228 KiB; a kernel asking for more is already a CK201 finding, and the simulator
+#: reports it instead of trying to allocate terabytes.
+MAX_SMEM_BYTES = 1 << 20
+#: The most elements of one global tensor the simulator allocates.
+MAX_TENSOR_ELEMENTS = 1 << 26
 
 
 @dataclass
@@ -109,6 +120,15 @@ def _const(e: SymExpr, dims: Mapping[str, int]) -> int:
     raise SimSetupError(f"`{e}` is not known at launch")
 
 
+def check_tensor_sizes(sk: SimKernel, dims: Mapping[str, int]) -> None:
+    """Raise SimSetupError when a tensor of the launch is past MAX_TENSOR_ELEMENTS."""
+    for name, t in sk.tensor_params().items():
+        shape = tuple(_const(d, dims) for d in t.shape)
+        if math.prod(shape) > MAX_TENSOR_ELEMENTS:
+            raise SimSetupError(f"tensor `{name}` of shape {shape} is too large to simulate "
+                                f"(at most {MAX_TENSOR_ELEMENTS} elements); pick smaller dims")
+
+
 def make_tensors(sk: SimKernel, dims: Mapping[str, int],
                  inputs: Mapping[str, np.ndarray | float]) -> dict[str, GlobalTensor]:
     """Global memory: inputs encoded to their dtype, every other tensor poisoned."""
@@ -118,6 +138,7 @@ def make_tensors(sk: SimKernel, dims: Mapping[str, int],
     if unknown:
         raise SimSetupError(f"inputs name no tensor parameter of `{sk.name}`: "
                             f"{', '.join(sorted(unknown))}")
+    check_tensor_sizes(sk, dims)
     for name, t in params.items():
         shape = tuple(_const(d, dims) for d in t.shape)
         if name in inputs:
@@ -151,6 +172,11 @@ def simulate(sk: SimKernel, dims: Mapping[str, int],
         run.findings.add(codes.SIM_UNSUPPORTED.at(span, note))
     grid = [_const(g, dims) for g in sk.kernel.grid] + [1, 1]
     grid = grid[:3]
+    limit = _over_limits(sk, grid if blocks is None else [1, 1, 1])
+    if limit is not None:
+        run.findings.add(codes.SIM_UNSUPPORTED.at(sk.kernel.name_span,
+                                                  f"cannot simulate this: {limit}"))
+        blocks = []
     coords = [tuple(int(x) for x in (*b, 0, 0)[:3]) for b in blocks] if blocks is not None \
         else [(x, y, z) for z, y, x in itertools.product(range(grid[2]), range(grid[1]),
                                                           range(grid[0]))]
@@ -165,6 +191,17 @@ def simulate(sk: SimKernel, dims: Mapping[str, int],
     return SimResult(sk.name, dict(dims), sched.name, outputs, run.findings.diagnostics(),
                      tensors, len(coords), run.steps, run.ops, run.async_ops,
                      time.perf_counter() - t0, sk)
+
+
+def _over_limits(sk: SimKernel, grid: list[int]) -> str | None:
+    """Why the launch is past what the simulator runs (MAX_BLOCKS, MAX_SMEM_BYTES)."""
+    n = grid[0] * grid[1] * grid[2]
+    if n > MAX_BLOCKS:
+        return f"a grid of {n} blocks; the simulator runs at most {MAX_BLOCKS}"
+    if sk.smem_bytes > MAX_SMEM_BYTES:
+        return f"{sk.smem_bytes} B of shared memory per block; the simulator holds at " \
+               f"most {MAX_SMEM_BYTES}"
+    return None
 
 
 def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
@@ -251,7 +288,7 @@ def _step(ctx: SimContext, block: BlockState) -> None:
         _fault(ctx, block, codes.SIM_OUT_OF_BOUNDS, str(exc))
         return
     except SimUnsupported as exc:
-        _fault(ctx, block, codes.SIM_UNSUPPORTED, f"cannot simulate this: {exc}")
+        _fault(ctx, block, codes.SIM_UNSUPPORTED, f"cannot simulate this: {exc}", exc.span)
         return
     except Exception as exc:  # the simulator's own fault: a finding, never a traceback
         _internal(ctx, block, exc)
@@ -269,9 +306,10 @@ def _exit(block: BlockState, p: Proc) -> None:
         block.group_barrier(0, block.warps).exited += len(p.warps)
 
 
-def _fault(ctx: SimContext, block: BlockState, rule: codes.Rule, message: str) -> None:
+def _fault(ctx: SimContext, block: BlockState, rule: codes.Rule, message: str,
+           at: Span | None = None) -> None:
     op = ctx.op
-    span = op.span if op is not None else ctx.sk.kernel.name_span
+    span = at or (op.span if op is not None else ctx.sk.kernel.name_span)
     ctx.report(rule, span, message, notes=[f"{ctx.proc.label} stopped here"],
                key=(rule.code, id(op), message))
     ctx.proc.done = ctx.proc.faulted = True

@@ -25,6 +25,10 @@ from cake_core.sim.state import Blocked
 
 Facet = Callable[[Op, SimContext], Any]
 
+MAX_LOOP_ITERATIONS = 1_000_000
+"""Loop iterations one process of one block may run: a simulated kernel runs on small
+shapes, where no loop comes near this; `range(10**12)` is stopped here (CK510)."""
+
 _FACETS: dict[int, Facet] = {}
 
 
@@ -54,6 +58,13 @@ def _nodes(ctx: SimContext, nodes: list[Node]) -> Generator[Blocked | None, None
             name = n.var.sym.name if isinstance(n.var.sym, Var) else n.var.name
             env = ctx.proc.env
             for i in range(start, stop, step):
+                # counted even when the body yields nothing: the scheduler's step limit
+                # never sees an empty `for i in range(10**12)`
+                ctx.iterations += 1
+                if ctx.iterations > MAX_LOOP_ITERATIONS:
+                    raise SimUnsupported(
+                        f"more than {MAX_LOOP_ITERATIONS} loop iterations in one process of "
+                        "one block; the simulator stops there", n.span)
                 env[name] = i
                 yield from _nodes(ctx, n.body)
         elif isinstance(n, IfOp):

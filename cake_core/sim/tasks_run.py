@@ -16,7 +16,7 @@ import numpy as np
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, sort_diagnostics
-from cake_core.sim.engine import SimResult, launch_dims, simulate
+from cake_core.sim.engine import SimResult, check_tensor_sizes, launch_dims, simulate
 from cake_core.sim.program import SimKernel, SimSetupError
 from cake_core.sim.schedule import schedules as make_schedules
 from cake_core.tasks import Comparison, KernelEntry, Task
@@ -95,6 +95,7 @@ def run_task(task: Task, sk: SimKernel, *, shapes: Sequence[Mapping[str, int]] |
         t0 = time.perf_counter()
         try:
             launch_dims(sk, dims)
+            check_tensor_sizes(sk, dims)  # before the task makes inputs of that size
         except SimSetupError as exc:
             rep.error = str(exc)
             continue

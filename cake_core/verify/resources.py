@@ -109,17 +109,28 @@ def _stage_fix(k: Kernel, program: Program, plan: SmemPlan,
     if found is None:
         return [], ["no stage-count constant scales these buffers; use smaller tiles"]
     name, stages, per_stage = found
-    for s in range(stages - 1, 1, -1):
-        sizes = {n: b * s for n, b in per_stage.items()}
-        trial = plan_allocations(k.smem, plan.limit, sizes)
-        if trial.fits:
-            literal = index.constant_literal(name)
-            if literal is None:
-                return [], [f"{name} = {s} fits ({trial.total} B)"]
-            return [Fix(f"use {name} = {s} ({trial.total} B of shared memory)",
-                         (TextEdit(literal, str(s)),), Applicability.UNSAFE)], \
-                [f"{name} = {s} fits: {trial.total} B"]
-    return [], [f"even {name} = 2 does not fit; use smaller tiles"]
+
+    def trial(s: int) -> SmemPlan:
+        return plan_allocations(k.smem, plan.limit, {n: b * s for n, b in per_stage.items()})
+
+    # The plan grows with the stage count, so the largest count that fits is found by
+    # bisection: a count of 10**9 costs thirty trial plans, not a billion.
+    lo, hi = 1, stages  # 2..lo fit (none when lo is 1); hi and above do not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if mid >= 2 and trial(mid).fits:
+            lo = mid
+        else:
+            hi = mid
+    if lo < 2:
+        return [], [f"even {name} = 2 does not fit; use smaller tiles"]
+    best = trial(lo)
+    literal = index.constant_literal(name)
+    if literal is None:
+        return [], [f"{name} = {lo} fits ({best.total} B)"]
+    return [Fix(f"use {name} = {lo} ({best.total} B of shared memory)",
+                (TextEdit(literal, str(lo)),), Applicability.UNSAFE)], \
+        [f"{name} = {lo} fits: {best.total} B"]
 
 
 def _stage_constant(k: Kernel, program: Program) -> tuple[str, int, dict[str, int]] | None:

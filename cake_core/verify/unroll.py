@@ -31,7 +31,8 @@ THREAD_VARS = frozenset({"warp.id", "warp.rank", "warpgroup.id", "warpgroup.rank
 #: Concrete values for indices that are uniform over a block but unknown before launch.
 BLOCK_VALUES = {"block.x": 1, "block.y": 1, "block.z": 1, "cluster.x": 0, "cluster.y": 0,
                 "cluster.z": 0, "cluster.rank": 0}
-#: An agent's unrolled program longer than this is cut short (and not run together).
+#: An agent's unrolled program longer than this (ops and loop iterations) is cut short
+#: (and not run together).
 MAX_STEPS = 40_000
 
 Env = dict[str, int]
@@ -283,6 +284,11 @@ class Walker:
         name = loop.var.sym.name if isinstance(loop.var.sym, Var) else loop.var.name
         saved = self.env.get(name)
         for i in range(start, stop, step):
+            # an iteration counts as a step even when it yields no op: an empty
+            # `for i in range(10**12)` must be cut short too, not walked to the end
+            self.steps += 1
+            if self.steps > MAX_STEPS:
+                raise Truncated
             self.env[name] = i
             yield from self._nodes(loop.body, inside)
         if saved is None:

@@ -23,6 +23,12 @@ from cake_core.ir.types import DType, SmemLayout, SmemType, StageType, TupleType
 from cake_core.ir.values import ViewOrigin, elements
 from cake_core.primitives.traits import Trait
 
+MAX_ANALYZED_BYTES = 1 << 20
+"""Buffers larger than this are left out of the layout and bank analyses, which enumerate
+the lanes and rows of every access: no GPU gives a block more than 228 KiB of shared
+memory, so such a buffer is already an overflow (CK201), and walking a buffer of
+`2**40` rows would never end."""
+
 
 @dataclass(frozen=True, slots=True)
 class Geometry:
@@ -68,6 +74,8 @@ def geometry_of(name: str, dtype: DType, shape: tuple[int, ...], layout: SmemLay
 def geometry(alloc: SmemAlloc) -> Geometry | None:
     if alloc.kind != "buffer" or alloc.dtype is None or not alloc.shape or \
             any(d <= 0 for d in alloc.shape):
+        return None
+    if alloc.nbytes > MAX_ANALYZED_BYTES:
         return None
     return geometry_of(alloc.name, alloc.dtype, alloc.shape, alloc.layout or SmemLayout())
 

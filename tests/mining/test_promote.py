@@ -138,10 +138,34 @@ def test_a_rule_needs_an_op_to_match(runs: Path, tmp_path: Path) -> None:
     digest = next(c["digest"] for c in wrong["clusters"] if c["code"] == "CK507")
     with pytest.raises(PromotionError, match="no CAKE op"):
         promote(runs, digest, "rule", plugin_dir=tmp_path / "p", run_tests=False)
+    assert not (tmp_path / "p").exists(), "a refused promotion must create nothing"
+    r = CliRunner().invoke(main, ["promote", digest, "--as", "rule", "--runs-dir", str(runs),
+                                  "--plugin", str(tmp_path / "q"), "--no-tests"])
+    assert r.exit_code == 2 and "no CAKE op" in r.output
+    assert not (tmp_path / "q").exists()
     r = CliRunner().invoke(main, ["promote", "ffff", "--as", "rule", "--runs-dir", str(runs)])
     assert r.exit_code == 2 and "no failure signature" in r.output
     r = CliRunner().invoke(main, ["promote", digest, "--runs-dir", str(runs)])
     assert r.exit_code == 2 and "--as" in r.output
+
+
+def test_a_refused_promotion_leaves_an_existing_plugin_as_it_was(runs: Path,
+                                                                 tmp_path: Path) -> None:
+    root = scaffold("cake-mine", tmp_path)
+    before = {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    s = RunsStore(runs / "runs.sqlite")
+    for i in range(2):  # twice: a cluster recurs
+        h = add_candidate(s, "run-a", variant(40 + i), parent=None, step=40 + i)
+        s.add_failure("run-a", hash_=h, step=40 + i, message="differs",
+                      sig=signature("sim", "CK507", "`C` differs", "M = dim(\"M\")"))
+    s.close()
+    wrong = json.loads(CliRunner().invoke(main, ["failures", "--runs-dir", str(runs),
+                                                 "--format", "json"]).output)
+    digest = next(c["digest"] for c in wrong["clusters"] if c["code"] == "CK507")
+    with pytest.raises(PromotionError, match="no CAKE op"):
+        promote(runs, digest, "rule", plugin_dir=root, run_tests=False)
+    after = {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    assert after == before, "the refused promotion hooked into or wrote to the plugin"
 
 
 def _skeleton(messages: Sequence[dict[str, str]]) -> str:
