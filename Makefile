@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TOOLS := tests/tools
 TOOLS_STAMP := $(TOOLS)/node_modules/.installed
 
-.PHONY: main test lint bench clean
+.PHONY: main test test-slow lint bench clean
 
 # The first-party plugins ship in the main distribution (setup.py): a .venv that still holds
 # them as distributions of their own would load each plugin twice, so those are removed.
@@ -33,12 +33,18 @@ $(TOOLS_STAMP): $(TOOLS)/package.json $(TOOLS)/package-lock.json
 		echo "npm not found: tests that need $(TOOLS) (the SARIF Multitool) will be skipped"; \
 	fi
 
-## The whole test suite (slow tests included; GPU tests skip without a GPU).
+## The checks and the test suite but for the tests marked slow (GPU tests skip without a
+## GPU): under ten minutes on two cores.
 test: $(STAMP) $(TOOLS_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow"
+
+## The tests marked slow (every tactic variant emulated, long fuzzing, the nvcc sweeps):
+## CI runs them after `make test`.
+test-slow: $(STAMP) $(TOOLS_STAMP)
+	$(BIN)/python -m pytest -q -m slow
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
