@@ -258,6 +258,14 @@ LEADER_RELEASE_RACE = _builtin(
     "CK313", "leader-release-race",
     "One elected thread arrives for a role whose other warps may still use what it hands over.",
     fix=FixAvailability.ALWAYS)
+# CK314, CK315: ops only some threads run (cake_core/verify/divergence.py)
+COLLECTIVE_UNDER_DIVERGENCE = _builtin(
+    "CK314", "collective-under-divergence",
+    "A warp or warpgroup collective runs under a condition its lanes or warps disagree on.")
+PARTIAL_PROXY_FENCE = _builtin(
+    "CK315", "partial-proxy-fence",
+    "fence_proxy_async() runs on some threads only, but all of them wrote what TMA reads.",
+    fix=FixAvailability.SOMETIMES)
 
 # --- CK4xx: layouts and memory access (cake_core/verify/layout.py, bounds.py) --------------
 SWIZZLE_ROW_MISMATCH = _builtin(

@@ -75,6 +75,17 @@ class Trait(Enum):
     """Its result fragment holds operands on their way from memory to compute (ldmatrix,
     load): the register estimate counts these per live copy, not as temporaries."""
 
+    WARP_COLLECTIVE = "warp collective"
+    """Every lane of each warp that runs it must run it together (shuffles, ldmatrix,
+    mma.sync): under a condition that differs between the lanes of a warp it is undefined
+    (CK314)."""
+
+    WARPGROUP_COLLECTIVE = "warpgroup collective"
+    """Every thread of each warpgroup that runs it must run it together (wgmma and its
+    waits, `.sync.aligned` over 128 threads): under a condition that differs between the
+    warps of a warpgroup it is undefined (CK314).  Implies nothing about `WARP_COLLECTIVE`;
+    a warpgroup collective is checked against lane-varying conditions as well."""
+
     REGISTER_MATH = "register math"
     """Computes on registers only (no memory, no synchronisation): a statement made of
     such ops can move to whichever role holds its operands."""

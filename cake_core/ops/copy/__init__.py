@@ -242,7 +242,7 @@ b = ldmatrix(sb[s].tile((WN, 16), (wn, kk)).T)
 ```""",
         effects=EffectSpec(reads=("src",), smem_access=(("src", SmemAccess.LDMATRIX),)),
         requires=frozenset({Feature.LDMATRIX}), facets=_FACETS.of("ldmatrix"),
-        traits=frozenset({Trait.REGISTER_STAGING}),
+        traits=frozenset({Trait.REGISTER_STAGING, Trait.WARP_COLLECTIVE}),
     ),
     Primitive(
         "load", "copy",

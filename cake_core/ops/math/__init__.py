@@ -169,7 +169,8 @@ def _row_arg_rule(ctx: CallContext) -> Type:
 
 
 _ELEMENTWISE = frozenset({Trait.THREAD_LOCAL, Trait.REGISTER_MATH, Trait.ELEMENTWISE})
-_REDUCTION = frozenset({Trait.THREAD_LOCAL, Trait.REGISTER_MATH, Trait.ROW_REDUCTION})
+_REDUCTION = frozenset({Trait.THREAD_LOCAL, Trait.REGISTER_MATH, Trait.ROW_REDUCTION,
+                        Trait.WARP_COLLECTIVE})
 
 
 def _binary(name: str, doc: str, rule=_binary_rule) -> Primitive:
