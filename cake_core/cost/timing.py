@@ -38,8 +38,9 @@ from cake_core.verify.register_estimate import ALL_WARPS
 Term = tuple[float, list[int], list[float], str]
 """One bound of a wave's steady state: (seconds, the ops it is spread over, their
 weights, the category it is credited to)."""
-Chain = tuple[list[int], list[float], list[float]]
-"""A role's own chain: its steady ops, their compute and their synchronization seconds."""
+Chain = tuple[float, list[int], list[float], list[float]]
+"""A role's own chain: its seconds, its steady ops, their compute and their
+synchronization seconds."""
 
 
 @dataclass(slots=True)
@@ -87,7 +88,7 @@ class _OpTimes:
         self.cuda = rec.cuda_ops / r.cuda_sm
         # bank conflicts: an n-way conflicted access moves its bytes in n wavefronts
         self.smem = (rec.smem_read + rec.smem_write) * rec.smem_conflict / r.smem_sm
-        self.l2 = (rec.global_read_bytes + rec.global_write_bytes) / r.l2_sm
+        self.l2 = rec.l2_bytes / r.l2_sm
         self.sync = _sync_seconds(rec, c)
         self.issue = rec.issue * c.issue_ns * 1e-9
 
@@ -96,7 +97,7 @@ def _rates(gpu: GpuSpec, c: Coefficients) -> _Rates:
     return _Rates(
         clock=gpu.clock_hz, sms=gpu.sms,
         hbm=gpu.hbm_bandwidth * c.hbm_efficiency,
-        l2_sm=c.l2_bytes_per_clk_sm * gpu.clock_hz,
+        l2_sm=gpu.l2_bandwidth * c.l2_efficiency / gpu.sms,
         smem_sm=c.smem_bytes_per_clk_sm * gpu.clock_hz,
         cuda_sm=gpu.fp32_peak / 2 / gpu.sms * c.cuda_efficiency,
         l_dram=c.dram_latency_ns * 1e-9, l_l2=c.l2_latency_ns * 1e-9)
@@ -163,9 +164,9 @@ class _Pricing:
         terms = self.throughput(ws, dram, writes)
         terms["latency"] = self.latency_bound()
         chains = self.role_chains()
-        for key, (idx, comp, syn) in chains.items():
-            terms[key] = (sum(comp) + sum(syn), idx,
-                          [a + s for a, s in zip(comp, syn, strict=True)], "compute")
+        for key, (secs, idx, comp, syn) in chains.items():
+            terms[key] = (secs, idx, [a + s for a, s in zip(comp, syn, strict=True)],
+                          "compute")
         wave = self.overlap(ws, terms, chains)
         fill_all = self.fill(ws)
         waited = self.waited(ws)
@@ -209,16 +210,32 @@ class _Pricing:
         return (sum(lat_w), lat_idx, lat_w, "latency")
 
     def role_chains(self) -> dict[str, Chain]:
-        """Each role's compute, synchronization and issue in sequence: roles overlap each
-        other, a role does not overlap itself."""
-        times, ops = self.times, self.p.ops
+        """Each role's own bound.  Roles overlap each other.  Within a role, one warpgroup
+        runs its share of the tensor and CUDA-core work and every wait in sequence; with
+        `g` >= 2 warpgroups sharing the work, one's MMA overlaps another's CUDA-core math,
+        so the role takes the longer of one warpgroup's sequence, `(T + C) / g + S`, and
+        the pipes it keeps busy, `max(T, C) + contention x min(T, C)` (what issue and
+        register-file contention leave unhidden).  With one warpgroup that is `T + C + S`:
+        a warpgroup does not overlap itself."""
+        times, ops, kappa = self.times, self.p.ops, self.c.pipe_contention
         chains: dict[str, Chain] = {}
         for role in self.roles:
             idx = [i for i in self.steady if ops[i].role == role]
+            tc = sum(times[i].tc * ops[i].execs for i in idx)
+            cu = sum(times[i].cuda * ops[i].execs for i in idx)
             comp = [(times[i].tc + times[i].cuda) * ops[i].execs for i in idx]
             syn = [(times[i].sync + times[i].issue) * ops[i].execs for i in idx]
-            chains[f"role:{role}"] = (idx, comp, syn)
+            g = self.warpgroups(role)
+            sequence = (tc + cu) / g + sum(syn)
+            pipes = max(tc, cu) + kappa * min(tc, cu) if g > 1 else 0.0
+            chains[f"role:{role}"] = (max(sequence, pipes), idx, comp, syn)
         return chains
+
+    def warpgroups(self, role: str) -> int:
+        """Warpgroups (4 warps, one per SM sub-partition) that share a role's work."""
+        k = self.p.kernel
+        warps = k.roles[role].warps if role in k.roles else k.warps
+        return max(1, warps // 4)
 
     def overlap(self, ws: WaveShape, term: dict[str, Term], chains: dict[str, Chain]) -> float:
         """The steady state is its largest bound, the others hide under it; it is credited
@@ -226,9 +243,10 @@ class _Pricing:
         key = max(term, key=lambda k: term[k][0])
         secs, idx, wts, cat = term[key]
         if key in chains:
-            idx, comp, syn = chains[key]
-            self.book.spread(idx, comp, "compute", sum(comp) * ws.count)
-            self.book.spread(idx, syn, "sync", sum(syn) * ws.count)
+            _, idx, comp, syn = chains[key]
+            waits = min(sum(syn), secs)
+            self.book.spread(idx, comp, "compute", (secs - waits) * ws.count)
+            self.book.spread(idx, syn, "sync", waits * ws.count)
         else:
             self.book.spread(idx, wts, cat, secs * ws.count)
         for k, (s, *_rest) in term.items():
