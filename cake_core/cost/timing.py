@@ -38,6 +38,7 @@ from cake_core.verify.register_estimate import ALL_WARPS
 Term = tuple[float, list[int], list[float], str]
 """One bound of a wave's steady state: (seconds, the ops it is spread over, their
 weights, the category it is credited to)."""
+MEMORIES = ("dram", "l2", "smem")
 Chain = tuple[float, list[int], list[float], list[float]]
 """A role's own chain: its seconds, its steady ops, their compute and their
 synchronization seconds."""
@@ -110,6 +111,8 @@ class _Ledger:
         self.contrib: list[dict[str, float]] = [{} for _ in range(n)]
         self.categories = dict.fromkeys(CATEGORIES, 0.0)
         self.terms: dict[str, float] = {}
+        self.memory = dict.fromkeys(MEMORIES, 0.0)
+        """Seconds credited to memory, by the memory that bound them."""
 
     def credit(self, i: int, cat: str, secs: float) -> None:
         if secs > 0:
@@ -249,6 +252,8 @@ class _Pricing:
             self.book.spread(idx, syn, "sync", waits * ws.count)
         else:
             self.book.spread(idx, wts, cat, secs * ws.count)
+            if key in MEMORIES:
+                self.book.memory[key] += secs * ws.count
         for k, (s, *_rest) in term.items():
             self.book.terms[k] = self.book.terms.get(k, 0.0) + s * ws.count
         return secs
@@ -311,10 +316,15 @@ class _Pricing:
             if w.per_block and not first:
                 continue
             count = 1 if w.per_block else ws.count
-            mem = max(ws.per_sm * (t.smem + t.l2), (dram[i] + writes[i]) / r.hbm) * w.execs
+            # the memories overlap each other: the op takes the one that binds
+            by = {"smem": ws.per_sm * t.smem, "l2": ws.per_sm * t.l2,
+                  "dram": (dram[i] + writes[i]) / r.hbm}
+            binds = max(by, key=lambda k: by[k])
+            mem = by[binds] * w.execs
             comp = ws.per_sm * (t.tc + t.cuda) * w.execs
             syn = (t.sync + t.issue) * w.execs
             self.book.credit(i, "memory", mem * count)
+            self.book.memory[binds] += mem * count
             self.book.credit(i, "compute", comp * count)
             self.book.credit(i, "sync", syn * count)
             if w.per_block:
@@ -336,16 +346,24 @@ class _Pricing:
         cuda_ops = sum(w.record.cuda_ops * w.execs * p.scale(w) for w in p.ops)
         write_total = sum(w.record.global_write_bytes * w.execs * p.scale(w) for w in p.ops)
         compulsory = sum(t for t, _ in p.tensors.values()) + write_total
-        roofline = max(_ideal_compute(p, tensor_flops, cuda_ops),
-                       compulsory / gpu.hbm_bandwidth)
+        smem_total = sum((w.record.smem_read + w.record.smem_write) * w.execs * p.scale(w)
+                         for w in p.ops)
+        l2_total = sum(w.record.l2_bytes * w.execs * p.scale(w) for w in p.ops)
+        floors = _floors(p, cuda_ops, compulsory, l2_total, smem_total)
+        # the shape's roofline takes the resources any kernel of the shape needs (the
+        # agents clamp candidates' times at it); L2 and shared-memory traffic depend on
+        # this kernel's tiling and only enter its own floor
+        shape_floors = {k: floors[k] for k in ("tensor", "cuda", "dram")}
+        roofline_bound = max(shape_floors, key=lambda k: shape_floors[k])
+        roofline = shape_floors[roofline_bound]
         bottleneck = max(CATEGORIES, key=lambda k: book.categories[k])
-        detail = bottleneck_detail(p, bottleneck, book.contrib, book.terms)
+        detail = bottleneck_detail(p, bottleneck, book.contrib, book.memory)
         lines = line_shares(p, book.contrib, launch, total)
         work = {"tensor_flops": tensor_flops, "cuda_ops": cuda_ops,
                 "dram_bytes": dram_total + write_total,
                 "l2_bytes": reads_total + write_total,
-                "smem_bytes": sum((w.record.smem_read + w.record.smem_write) * w.execs
-                                  * p.scale(w) for w in p.ops),
+                "l2_sm_bytes": l2_total,
+                "smem_bytes": smem_total,
                 "compulsory_bytes": compulsory}
         # waves of blocks; of tiles for a persistent kernel (its blocks all run at once)
         per_wave = gpu.sms * p.blocks_per_sm
@@ -355,7 +373,8 @@ class _Pricing:
         return Prediction(kernel=p.kernel.name, target=p.kernel.arch, arch=p.arch.name,
                           gpu=gpu.name, dims=dict(p.dims), calibration=calibration,
                           seconds=total, tensor_flops=tensor_flops, cuda_ops=cuda_ops,
-                          roofline_seconds=roofline, bottleneck=bottleneck,
+                          roofline_seconds=roofline, roofline_bound=roofline_bound,
+                          floors=floors, bottleneck=bottleneck,
                           bottleneck_detail=detail, categories=book.categories,
                           terms=book.terms, work=work, grid=p.grid, blocks=p.blocks,
                           blocks_per_sm=p.blocks_per_sm, waves=waves, resources=p.resources,
@@ -458,8 +477,22 @@ def _runs_ahead(p: KernelProfile) -> set[str]:
     return out
 
 
-def _ideal_compute(p: KernelProfile, tensor_flops: float, cuda_ops: float) -> float:
-    dtypes = {w.record.tensor.dtype for w in p.ops if w.record.tensor is not None}
-    peak = min((p.gpu.tensor_peak.get(d, p.gpu.tensor_peak.get("bf16", 1e12)) for d in dtypes),
-               default=p.gpu.tensor_peak.get("bf16", 1e12))
-    return tensor_flops / peak + cuda_ops / (p.gpu.fp32_peak / 2)
+#: Shared memory serves one 128-byte wavefront per clock per SM (32 banks x 4 bytes).
+SMEM_BYTES_PER_CLK_SM = 128.0
+
+
+def _floors(p: KernelProfile, cuda_ops: float, compulsory: float, l2_bytes: float,
+            smem_bytes: float) -> dict[str, float]:
+    """The least time each resource needs for the kernel's work, at the datasheet peaks
+    (no efficiency): the pipes and memories overlap, so the floor is their largest, not
+    their sum.  Tensor work is priced at each dtype's own peak."""
+    gpu = p.gpu
+    bf16 = gpu.tensor_peak.get("bf16", 1e12)
+    tensor = sum(w.record.tensor.flops * w.execs * p.scale(w)
+                 / gpu.tensor_peak.get(w.record.tensor.dtype, bf16)
+                 for w in p.ops if w.record.tensor is not None)
+    return {"tensor": tensor,
+            "cuda": cuda_ops / (gpu.fp32_peak / 2),
+            "dram": compulsory / gpu.hbm_bandwidth,
+            "l2": l2_bytes / gpu.l2_bandwidth,
+            "smem": smem_bytes / (SMEM_BYTES_PER_CLK_SM * gpu.clock_hz * gpu.sms)}
