@@ -39,6 +39,8 @@ Term = tuple[float, list[int], list[float], str]
 """One bound of a wave's steady state: (seconds, the ops it is spread over, their
 weights, the category it is credited to)."""
 MEMORIES = ("dram", "l2", "smem")
+#: Tensor-core instruction families that run asynchronously to the issuing warps.
+ASYNC_MMA = frozenset({"wgmma", "tcgen05"})
 Chain = tuple[float, list[int], list[float], list[float]]
 """A role's own chain: its seconds, its steady ops, their compute and their
 synchronization seconds."""
@@ -213,13 +215,21 @@ class _Pricing:
         return (sum(lat_w), lat_idx, lat_w, "latency")
 
     def role_chains(self) -> dict[str, Chain]:
-        """Each role's own bound.  Roles overlap each other.  Within a role, one warpgroup
-        runs its share of the tensor and CUDA-core work and every wait in sequence; with
-        `g` >= 2 warpgroups sharing the work, one's MMA overlaps another's CUDA-core math,
-        so the role takes the longer of one warpgroup's sequence, `(T + C) / g + S`, and
-        the pipes it keeps busy, `max(T, C) + contention x min(T, C)` (what issue and
-        register-file contention leave unhidden).  With one warpgroup that is `T + C + S`:
-        a warpgroup does not overlap itself."""
+        """Each role's own bound; roles overlap each other.  Within a role (tensor time T,
+        CUDA-core time C, waits and issue S, per block):
+
+        - a role that drains the tensor pipe every iteration (`wgmma_wait(0)` in its loop),
+          or whose MMA is synchronous (`mma.sync`), runs MMA, then math, then waits:
+          `T + C + S`;
+        - one that keeps an MMA group in flight overlaps its math and waits with the
+          tensor pipe: `max(T, C + S) + contention x min(T, C)`, the contention share being
+          what issue slots and register-file ports leave unhidden;
+        - the warpgroups of one role wait on the same stages and share the tensor cores
+          fairly, so they run in lockstep: the formulas above hold for the role as a
+          whole.  Warpgroups staggered by named barriers (a ping-pong schedule) overlap
+          one's MMA with another's math: the longer of one warpgroup's sequence,
+          `(T + C) / g + S` (`max(T, C) / g + S` without a drain), and the pipes they keep
+          busy, `max(T, C) + contention x min(T, C)`."""
         times, ops, kappa = self.times, self.p.ops, self.c.pipe_contention
         chains: dict[str, Chain] = {}
         for role in self.roles:
@@ -228,10 +238,22 @@ class _Pricing:
             cu = sum(times[i].cuda * ops[i].execs for i in idx)
             comp = [(times[i].tc + times[i].cuda) * ops[i].execs for i in idx]
             syn = [(times[i].sync + times[i].issue) * ops[i].execs for i in idx]
+            waits = sum(syn)
+            kinds = {kind for i in idx for kind, _ in ops[i].record.sync}
+            # mma.sync is synchronous to the warps that issue it: they wait in between
+            asynchronous = any(ops[i].record.tensor is not None
+                               and ops[i].record.tensor.family in ASYNC_MMA for i in idx)
+            drains = "wgmma_wait0" in kinds or not asynchronous
+            pipes = max(tc, cu) + kappa * min(tc, cu)
             g = self.warpgroups(role)
-            sequence = (tc + cu) / g + sum(syn)
-            pipes = max(tc, cu) + kappa * min(tc, cu) if g > 1 else 0.0
-            chains[f"role:{role}"] = (max(sequence, pipes), idx, comp, syn)
+            if g > 1 and "named_barrier" in kinds:
+                one = ((tc + cu) if drains else max(tc, cu)) / g + waits
+                secs = max(one, pipes)
+            elif drains:
+                secs = tc + cu + waits
+            else:
+                secs = max(pipes, cu + waits)
+            chains[f"role:{role}"] = (secs, idx, comp, syn)
         return chains
 
     def warpgroups(self, role: str) -> int:

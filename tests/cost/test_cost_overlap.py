@@ -31,16 +31,6 @@ def _vector_add() -> tuple[Kernel, str]:
     return kernel_from_text(text, "vector_add_sm90.cake"), text
 
 
-def _kmeans_one_warpgroup() -> Kernel:
-    """The k-means kernel with one consumer warpgroup of 64 rows instead of two."""
-    text = (ROOT / "examples" / "kmeans_assign_sm90.cake").read_text(encoding="utf-8")
-    for old, new in (("BM, BN = 128, 128", "BM, BN = 64, 128"), ("warps=12", "warps=8"),
-                     ("range(4, 12)", "range(4, 8)")):
-        assert old in text
-        text = text.replace(old, new)
-    return kernel_from_text(text, "kmeans_one_wg.cake")
-
-
 def test_a_vector_add_is_told_in_bytes_per_second_and_bound_by_dram() -> None:
     kernel, text = _vector_add()
     p = predict(kernel, {"N": 1 << 28}, H200)
@@ -65,30 +55,61 @@ def test_the_roofline_is_the_largest_floor_not_a_sum() -> None:
     assert p.seconds >= p.kernel_floor[1]
 
 
-def test_two_consumer_warpgroups_overlap_mma_with_cuda_core_math() -> None:
-    kernel = example("kmeans_assign_sm90.cake")
+def _kmeans_variant(*edits: tuple[str, str]) -> Kernel:
+    text = (ROOT / "examples" / "kmeans_assign_sm90.cake").read_text(encoding="utf-8")
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new)
+    return kernel_from_text(text, f"kmeans_variant_{len(edits)}.cake")
+
+
+def _staggered(warps: int) -> tuple[str, str]:
+    """Consumer warpgroups ordered by a named barrier each iteration (ping-pong)."""
+    return ("            s = chunks.wait()\n",
+            f"            s = chunks.wait()\n            barrier_sync(1, {warps})\n")
+
+
+STAGGERED = _staggered(8)
+
+
+def _times(kernel: Kernel, dims: dict[str, int], kappas: tuple[float, ...]) -> list[float]:
     base = default_coefficients(H200)
-    times = [predict(kernel, KMEANS, H200,
-                     coefficients=replace(base, pipe_contention=k)).seconds
-             for k in (0.0, 0.25, 0.5, 1.0)]
+    return [predict(kernel, dims, H200, coefficients=replace(base, pipe_contention=k)).seconds
+            for k in kappas]
+
+
+def test_staggered_warpgroups_overlap_mma_with_cuda_core_math() -> None:
+    lockstep = example("kmeans_assign_sm90.cake")
+    staggered = _kmeans_variant(STAGGERED)
+    times = _times(staggered, KMEANS, (0.0, 0.25, 0.5, 1.0))
     assert times == sorted(times)
     assert times[0] < 0.85 * times[-1]
-    # no CUDA-core work to overlap: the contention share changes nothing
-    gemm = example("gemm_sm90.cake")
-    g = [predict(gemm, GEMM, H200, coefficients=replace(base, pipe_contention=k)).seconds
-         for k in (0.0, 1.0)]
-    assert g[0] == pytest.approx(g[1], rel=1e-3)
+    # the example's two warpgroups wait on the same stages and drain the tensor pipe
+    # (`wgmma_wait(0)`) before their math: they run in lockstep, MMA then math
+    same = _times(lockstep, KMEANS, (0.0, 1.0))
+    assert same[0] == same[1]
+    p = predict(lockstep, KMEANS, H200)
+    assert p.terms["role:dist"] >= p.terms["tensor"] + p.terms["cuda"]
+    assert predict(staggered, KMEANS, H200).seconds < p.seconds
 
 
 def test_one_warpgroup_does_not_overlap_itself() -> None:
-    kernel = _kmeans_one_warpgroup()
-    base = default_coefficients(H200)
-    t0, t1 = (predict(kernel, KMEANS, H200,
-                      coefficients=replace(base, pipe_contention=k)).seconds
-              for k in (0.0, 1.0))
+    one = _kmeans_variant(("BM, BN = 128, 128", "BM, BN = 64, 128"), ("warps=12", "warps=8"),
+                          ("range(4, 12)", "range(4, 8)"), _staggered(4))
+    t0, t1 = _times(one, KMEANS, (0.0, 1.0))
     assert t0 == t1
-    dist = predict(kernel, KMEANS, H200, coefficients=replace(base, pipe_contention=0.0))
-    assert dist.terms["role:dist"] >= dist.terms["tensor"] + dist.terms["cuda"]
+
+
+def test_an_mma_group_in_flight_hides_the_waits() -> None:
+    """gemm_sm90 keeps one wgmma group in flight (`wgmma_wait(1)`): its consumer's waits
+    overlap the tensor pipe.  Draining every iteration puts them back in sequence."""
+    text = (ROOT / "examples" / "gemm_sm90.cake").read_text(encoding="utf-8")
+    drained = kernel_from_text(text.replace("wgmma_wait(1)", "wgmma_wait(0)"), "drain.cake")
+    ahead = predict(example("gemm_sm90.cake"), GEMM, H200)
+    drain = predict(drained, GEMM, H200)
+    assert ahead.terms["role:mma"] == pytest.approx(ahead.terms["tensor"], rel=1e-9)
+    assert drain.terms["role:mma"] > drain.terms["tensor"]
+    assert drain.seconds > ahead.seconds
 
 
 def test_the_l2_rate_comes_from_the_hardware_table() -> None:
