@@ -241,8 +241,8 @@ class _Pricing:
             waits = sum(syn)
             kinds = {kind for i in idx for kind, _ in ops[i].record.sync}
             # mma.sync is synchronous to the warps that issue it: they wait in between
-            asynchronous = any(ops[i].record.tensor is not None
-                               and ops[i].record.tensor.family in ASYNC_MMA for i in idx)
+            families = {t.family for i in idx if (t := ops[i].record.tensor) is not None}
+            asynchronous = bool(families & ASYNC_MMA)
             drains = "wgmma_wait0" in kinds or not asynchronous
             pipes = max(tc, cu) + kappa * min(tc, cu)
             g = self.warpgroups(role)
