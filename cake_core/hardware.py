@@ -227,7 +227,7 @@ GPUS: dict[str, GpuSpec] = {
             tensor_peak={"f16": 312 * _T, "bf16": 312 * _T, "tf32": 156 * _T, "i8": 624 * _T},
             fp32_peak=19.5 * _T,
             achievable={"bf16": 0.869},
-            sources=("A", "H", "K", "S"),
+            sources=("A", "A100WP", "H", "K", "S"),
         ),
         GpuSpec(
             name="A10",
