@@ -84,6 +84,9 @@ class GpuSpec:
     hbm_bytes: int
     hbm_bandwidth: float
     clock_hz: float
+    l2_bandwidth: float
+    """L2 -> SM read bandwidth of the whole chip, bytes per second (docs/hardware.md says
+    which figures are published and which are assumptions)."""
     tensor_peak: dict[str, float] = field(hash=False)
     fp32_peak: float
     achievable: dict[str, float] = field(hash=False)
@@ -220,10 +223,11 @@ GPUS: dict[str, GpuSpec] = {
             hbm_bytes=80 * _GB,
             hbm_bandwidth=2.039e12,
             clock_hz=1.41e9,
+            l2_bandwidth=5120 * 1.41e9,  # whitepaper: 5120 B/clk [A100WP]
             tensor_peak={"f16": 312 * _T, "bf16": 312 * _T, "tf32": 156 * _T, "i8": 624 * _T},
             fp32_peak=19.5 * _T,
             achievable={"bf16": 0.869},
-            sources=("A", "H", "K", "S"),
+            sources=("A", "A100WP", "H", "K", "S"),
         ),
         GpuSpec(
             name="A10",
@@ -233,6 +237,7 @@ GPUS: dict[str, GpuSpec] = {
             hbm_bytes=24 * _GB,
             hbm_bandwidth=600e9,
             clock_hz=1.695e9,
+            l2_bandwidth=48 * 72 * 1.695e9,  # assumption: the A100's 48 B/clk per SM
             tensor_peak={"f16": 125 * _T, "bf16": 125 * _T, "tf32": 62.5 * _T, "i8": 250 * _T},
             fp32_peak=31.2 * _T,
             achievable={},
@@ -246,6 +251,7 @@ GPUS: dict[str, GpuSpec] = {
             hbm_bytes=48 * _GB,
             hbm_bandwidth=864e9,
             clock_hz=2.52e9,
+            l2_bandwidth=48 * 142 * 2.52e9,  # assumption: the A100's 48 B/clk per SM
             tensor_peak={
                 "f16": 362.05 * _T,
                 "bf16": 362.05 * _T,
@@ -266,6 +272,7 @@ GPUS: dict[str, GpuSpec] = {
             hbm_bytes=80 * _GB,
             hbm_bandwidth=3.35e12,
             clock_hz=1.83e9,
+            l2_bandwidth=48 * 132 * 1.83e9,  # assumption (A100 per-SM rate); >= 8.1e12 measured
             tensor_peak={
                 "f16": 989.4 * _T,
                 "bf16": 989.4 * _T,
@@ -286,6 +293,7 @@ GPUS: dict[str, GpuSpec] = {
             hbm_bytes=141 * _GB,
             hbm_bandwidth=4.8e12,
             clock_hz=1.83e9,
+            l2_bandwidth=48 * 132 * 1.83e9,  # assumption (A100 per-SM rate); >= 8.1e12 measured
             tensor_peak={
                 "f16": 989.4 * _T,
                 "bf16": 989.4 * _T,
@@ -306,6 +314,7 @@ GPUS: dict[str, GpuSpec] = {
             hbm_bytes=180 * _GB,
             hbm_bandwidth=7.7e12,
             clock_hz=1.86e9,
+            l2_bandwidth=48 * 148 * 1.86e9,  # assumption: the A100's 48 B/clk per SM
             tensor_peak={
                 "f16": 2250 * _T,
                 "bf16": 2250 * _T,

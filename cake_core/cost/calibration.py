@@ -44,9 +44,10 @@ _NATIVE = {"sm_80": "mma_sync", "sm_86": "mma_sync", "sm_89": "mma_sync", "sm_90
 #: mma.sync on Hopper/Blackwell runs on the legacy path, well below the wgmma/tcgen05 peak.
 _LEGACY_MMA_SYNC = 0.62
 _DEFAULT_TENSOR = 0.80
-#: L2 -> SM bytes per clock per SM: the A100 whitepaper's 5120 B/clk of L2 read bandwidth over
-#: 108 SMs (47); the same per-SM figure is assumed for later generations until calibrated.
-_L2_BYTES_PER_CLK_SM = 48.0
+#: How much of a warpgroup role's smaller pipe time (tensor or CUDA-core) still adds to the
+#: larger one when two or more warpgroups interleave (docs/cost.md, *Overlap*): an assumption,
+#: halfway between a perfect overlap (0) and none (1), until a calibration fits it.
+_PIPE_CONTENTION = 0.5
 _DEFAULT_HBM = 0.90
 
 
@@ -61,11 +62,12 @@ def default_coefficients(gpu: GpuSpec) -> Coefficients:
     tensor[native] = bf16
     return Coefficients(
         hbm_efficiency=gpu.achievable.get("hbm", _DEFAULT_HBM),
-        l2_bytes_per_clk_sm=_L2_BYTES_PER_CLK_SM,
+        l2_efficiency=1.0,
         smem_bytes_per_clk_sm=128.0,
         tensor_efficiency=TensorEfficiency(**tensor),
         tensor_n_half=8.0,
         cuda_efficiency=0.7,
+        pipe_contention=_PIPE_CONTENTION,
         dram_latency_ns=600.0,
         l2_latency_ns=200.0,
         sync_scale=1.0,

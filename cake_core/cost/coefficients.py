@@ -70,8 +70,9 @@ class Coefficients:
     hbm_efficiency: float = field(metadata=_doc(
         "Scales the HBM bandwidth into the DRAM rate; achievable fraction of the HBM "
         "bandwidth."))
-    l2_bytes_per_clk_sm: float = field(metadata=_doc(
-        "L2 -> SM bandwidth per SM, times the clock gives the L2 rate; bytes per clock."))
+    l2_efficiency: float = field(metadata=_doc(
+        "Scales the GPU's L2 -> SM bandwidth (hardware table) into the L2 rate; achievable "
+        "fraction of it."))
     smem_bytes_per_clk_sm: float = field(metadata=_doc(
         "Shared-memory bandwidth per SM, times the clock gives the smem rate; bytes per clock."))
     tensor_efficiency: TensorEfficiency = field(metadata=_doc(
@@ -80,6 +81,10 @@ class Coefficients:
         "Instruction N at which wgmma issue overhead halves its efficiency; columns."))
     cuda_efficiency: float = field(metadata=_doc(
         "Scales the FP32 CUDA-core rate; achievable fraction of the peak."))
+    pipe_contention: float = field(metadata=_doc(
+        "Share of the smaller of a role's tensor and CUDA-core times that its warpgroups "
+        "cannot overlap with the larger (issue and register-file contention): 0 is a "
+        "perfect overlap, 1 none; a fraction."))
     dram_latency_ns: float = field(metadata=_doc("Round trip of a global load served by DRAM; ns."))
     l2_latency_ns: float = field(metadata=_doc("Round trip of a global load served by L2; ns."))
     sync_scale: float = field(metadata=_doc(

@@ -42,7 +42,7 @@ from cake_core.source import SourceFile
 
 #: Coefficients that are fractions of a peak: the fit keeps them in (0, 1].
 _FRACTIONS = ("hbm_efficiency", "tensor_efficiency.", "cuda_efficiency",
-              "l2_resident_fraction")
+              "l2_resident_fraction", "l2_efficiency", "pipe_contention")
 
 
 class RunError(ValueError):

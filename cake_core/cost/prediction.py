@@ -41,6 +41,13 @@ class Prediction:
     tensor_flops: float
     cuda_ops: float
     roofline_seconds: float
+    """The shape's floor: the largest of the tensor, CUDA-core and compulsory-DRAM times at
+    the datasheet peaks (what any kernel of the shape needs)."""
+    roofline_bound: str
+    """Which of those binds: "tensor", "cuda" or "dram"."""
+    floors: dict[str, float]
+    """This kernel's least time per resource at the peaks: tensor, cuda, dram, l2, smem
+    (l2 and smem count its own tiles' traffic)."""
     bottleneck: str
     bottleneck_detail: str
     categories: dict[str, float]
@@ -62,6 +69,17 @@ class Prediction:
     def roofline_fraction(self) -> float:
         return self.roofline_seconds / self.seconds if self.seconds > 0 else 0.0
 
+    @property
+    def kernel_floor(self) -> tuple[str, float]:
+        """The resource that bounds this kernel from below, and its time."""
+        key = max(self.floors, key=lambda k: self.floors[k])
+        return key, self.floors[key]
+
+    @property
+    def dram_bytes_per_s(self) -> float:
+        """DRAM traffic over the predicted time: the throughput of a memory-bound kernel."""
+        return self.work.get("dram_bytes", 0.0) / self.seconds if self.seconds > 0 else 0.0
+
     def to_json(self) -> dict[str, Any]:
         return {
             "kernel": self.kernel,
@@ -74,6 +92,9 @@ class Prediction:
             "tflops": self.tflops,
             "roofline_fraction": self.roofline_fraction,
             "roofline_s": self.roofline_seconds,
+            "roofline_bound": self.roofline_bound,
+            "floors": dict(self.floors),
+            "dram_bytes_per_s": self.dram_bytes_per_s,
             "bottleneck": self.bottleneck,
             "bottleneck_detail": self.bottleneck_detail,
             "categories": dict(self.categories),
@@ -97,7 +118,7 @@ _TERM_NAMES = {"tensor": "tensor cores", "cuda": "CUDA cores", "smem": "shared-m
 
 
 def bottleneck_detail(p: KernelProfile, category: str, contrib: list[dict[str, float]],
-            terms: dict[str, float]) -> str:
+            memory: dict[str, float]) -> str:
     """A short phrase for the bottleneck: which unit, which instruction family, which role."""
     if category == "launch":
         return "launch overhead (the kernel is too small to hide it)"
@@ -110,8 +131,8 @@ def bottleneck_detail(p: KernelProfile, category: str, contrib: list[dict[str, f
             return f"tensor cores ({t.family} {t.dtype}, m{t.shape[0]}n{t.shape[1]}k{t.shape[2]})"
         return "CUDA cores"
     if category == "memory":
-        mem_terms = {k: v for k, v in terms.items() if k in ("dram", "l2", "smem")}
-        best = max(mem_terms, key=lambda k: mem_terms[k]) if mem_terms else "dram"
+        # the memory that bound the seconds credited to memory (steady or serial)
+        best = max(memory, key=lambda k: memory[k]) if any(memory.values()) else "dram"
         if best == "smem" and w is not None and w.record.smem_conflict > 1.0:
             return (f"{_TERM_NAMES[best]} ({w.op.prim.key} at line {w.line + 1}: bank "
                     f"conflicts, {w.record.smem_conflict:.3g}x the conflict-free wavefronts)")

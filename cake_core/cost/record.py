@@ -40,7 +40,10 @@ class GlobalAccess:
     on one mbarrier) are waited for together: one round trip, not one each.  `coords`
     are the tile's coordinate expressions; they let the model count the distinct tiles
     of a wave where the coordinates are computed from a tile index rather than taken
-    from `block.x` and friends (persistent kernels).
+    from `block.x` and friends (persistent kernels).  `multicast` is the number of
+    blocks of a cluster one L2 read feeds (TMA multicast): the L2 -> SM traffic of the
+    access is its bytes over it.  No built-in facet sets it yet (the language has cluster
+    shapes but no multicast copy); it is the hook such a copy's facet fills in.
     """
 
     tensor: str
@@ -51,6 +54,7 @@ class GlobalAccess:
     depth: int = 0
     group: str = ""
     coords: tuple[SymExpr, ...] = ()
+    multicast: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +94,12 @@ class CostRecord:
     @property
     def global_write_bytes(self) -> float:
         return sum(a.bytes for a in self.writes)
+
+    @property
+    def l2_bytes(self) -> float:
+        """What crosses the L2 -> SM fabric: multicast reads are fetched once per cluster."""
+        return (sum(a.bytes / max(1, a.multicast) for a in self.reads)
+                + self.global_write_bytes)
 
 
 FREE = CostRecord()

@@ -24,6 +24,22 @@ def _us(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} us"
 
 
+_FLOOR_NAMES = {"tensor": "tensor cores", "cuda": "CUDA cores", "dram": "DRAM bandwidth",
+                "l2": "L2 bandwidth", "smem": "shared-memory bandwidth"}
+
+
+def _throughput(p: Prediction) -> str:
+    """TFLOP/s for a kernel that uses the tensor cores; DRAM bytes per second for one that
+    does not (a vector add has no FLOP rate worth reading)."""
+    if p.tensor_flops > 0:
+        return f"{p.tflops:.1f} TFLOP/s (tensor, executed)"
+    rate = p.dram_bytes_per_s
+    text = f"{rate / 1e9:,.0f} GB/s DRAM"
+    if p.cuda_ops > 0:
+        text += f"; {p.cuda_ops / p.seconds / 1e12:.2f} T CUDA-core ops/s"
+    return text
+
+
 def render_predictions(preds: list[Prediction], src: SourceFile, *, color: bool = False,
                        min_share: float = 0.001) -> str:
     """The text report: a summary per kernel and its per-line table (rich, no colour in
@@ -46,8 +62,11 @@ def render_predictions(preds: list[Prediction], src: SourceFile, *, color: bool 
         summary.add_column(style="dim")
         summary.add_column()
         summary.add_row("time", _us(p.seconds))
-        summary.add_row("throughput", f"{p.tflops:.1f} TFLOP/s (tensor, executed); "
-                        f"{p.roofline_fraction:.0%} of the roofline ({_us(p.roofline_seconds)})")
+        summary.add_row("throughput", _throughput(p))
+        floor_key, floor_s = p.kernel_floor
+        summary.add_row("roofline", f"{_us(p.roofline_seconds)} "
+                        f"({_FLOOR_NAMES[p.roofline_bound]}), {p.roofline_fraction:.0%} "
+                        f"reached; kernel floor {_us(floor_s)} ({_FLOOR_NAMES[floor_key]})")
         summary.add_row("bottleneck", f"{p.bottleneck}: {p.bottleneck_detail}")
         summary.add_row("time by kind", cats)
         grid = " x ".join(str(g) for g in p.grid)

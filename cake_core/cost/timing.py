@@ -38,8 +38,12 @@ from cake_core.verify.register_estimate import ALL_WARPS
 Term = tuple[float, list[int], list[float], str]
 """One bound of a wave's steady state: (seconds, the ops it is spread over, their
 weights, the category it is credited to)."""
-Chain = tuple[list[int], list[float], list[float]]
-"""A role's own chain: its steady ops, their compute and their synchronization seconds."""
+MEMORIES = ("dram", "l2", "smem")
+#: Tensor-core instruction families that run asynchronously to the issuing warps.
+ASYNC_MMA = frozenset({"wgmma", "tcgen05"})
+Chain = tuple[float, list[int], list[float], list[float]]
+"""A role's own chain: its seconds, its steady ops, their compute and their
+synchronization seconds."""
 
 
 @dataclass(slots=True)
@@ -87,7 +91,7 @@ class _OpTimes:
         self.cuda = rec.cuda_ops / r.cuda_sm
         # bank conflicts: an n-way conflicted access moves its bytes in n wavefronts
         self.smem = (rec.smem_read + rec.smem_write) * rec.smem_conflict / r.smem_sm
-        self.l2 = (rec.global_read_bytes + rec.global_write_bytes) / r.l2_sm
+        self.l2 = rec.l2_bytes / r.l2_sm
         self.sync = _sync_seconds(rec, c)
         self.issue = rec.issue * c.issue_ns * 1e-9
 
@@ -96,7 +100,7 @@ def _rates(gpu: GpuSpec, c: Coefficients) -> _Rates:
     return _Rates(
         clock=gpu.clock_hz, sms=gpu.sms,
         hbm=gpu.hbm_bandwidth * c.hbm_efficiency,
-        l2_sm=c.l2_bytes_per_clk_sm * gpu.clock_hz,
+        l2_sm=gpu.l2_bandwidth * c.l2_efficiency / gpu.sms,
         smem_sm=c.smem_bytes_per_clk_sm * gpu.clock_hz,
         cuda_sm=gpu.fp32_peak / 2 / gpu.sms * c.cuda_efficiency,
         l_dram=c.dram_latency_ns * 1e-9, l_l2=c.l2_latency_ns * 1e-9)
@@ -109,6 +113,8 @@ class _Ledger:
         self.contrib: list[dict[str, float]] = [{} for _ in range(n)]
         self.categories = dict.fromkeys(CATEGORIES, 0.0)
         self.terms: dict[str, float] = {}
+        self.memory = dict.fromkeys(MEMORIES, 0.0)
+        """Seconds credited to memory, by the memory that bound them."""
 
     def credit(self, i: int, cat: str, secs: float) -> None:
         if secs > 0:
@@ -163,9 +169,9 @@ class _Pricing:
         terms = self.throughput(ws, dram, writes)
         terms["latency"] = self.latency_bound()
         chains = self.role_chains()
-        for key, (idx, comp, syn) in chains.items():
-            terms[key] = (sum(comp) + sum(syn), idx,
-                          [a + s for a, s in zip(comp, syn, strict=True)], "compute")
+        for key, (secs, idx, comp, syn) in chains.items():
+            terms[key] = (secs, idx, [a + s for a, s in zip(comp, syn, strict=True)],
+                          "compute")
         wave = self.overlap(ws, terms, chains)
         fill_all = self.fill(ws)
         waited = self.waited(ws)
@@ -209,16 +215,52 @@ class _Pricing:
         return (sum(lat_w), lat_idx, lat_w, "latency")
 
     def role_chains(self) -> dict[str, Chain]:
-        """Each role's compute, synchronization and issue in sequence: roles overlap each
-        other, a role does not overlap itself."""
-        times, ops = self.times, self.p.ops
+        """Each role's own bound; roles overlap each other.  Within a role (tensor time T,
+        CUDA-core time C, waits and issue S, per block):
+
+        - a role that drains the tensor pipe every iteration (`wgmma_wait(0)` in its loop),
+          or whose MMA is synchronous (`mma.sync`), runs MMA, then math, then waits:
+          `T + C + S`;
+        - one that keeps an MMA group in flight overlaps its math and waits with the
+          tensor pipe: `max(T, C + S) + contention x min(T, C)`, the contention share being
+          what issue slots and register-file ports leave unhidden;
+        - the warpgroups of one role wait on the same stages and share the tensor cores
+          fairly, so they run in lockstep: the formulas above hold for the role as a
+          whole.  Warpgroups staggered by named barriers (a ping-pong schedule) overlap
+          one's MMA with another's math: the longer of one warpgroup's sequence,
+          `(T + C) / g + S` (`max(T, C) / g + S` without a drain), and the pipes they keep
+          busy, `max(T, C) + contention x min(T, C)`."""
+        times, ops, kappa = self.times, self.p.ops, self.c.pipe_contention
         chains: dict[str, Chain] = {}
         for role in self.roles:
             idx = [i for i in self.steady if ops[i].role == role]
+            tc = sum(times[i].tc * ops[i].execs for i in idx)
+            cu = sum(times[i].cuda * ops[i].execs for i in idx)
             comp = [(times[i].tc + times[i].cuda) * ops[i].execs for i in idx]
             syn = [(times[i].sync + times[i].issue) * ops[i].execs for i in idx]
-            chains[f"role:{role}"] = (idx, comp, syn)
+            waits = sum(syn)
+            kinds = {kind for i in idx for kind, _ in ops[i].record.sync}
+            # mma.sync is synchronous to the warps that issue it: they wait in between
+            families = {t.family for i in idx if (t := ops[i].record.tensor) is not None}
+            asynchronous = bool(families & ASYNC_MMA)
+            drains = "wgmma_wait0" in kinds or not asynchronous
+            pipes = max(tc, cu) + kappa * min(tc, cu)
+            g = self.warpgroups(role)
+            if g > 1 and "named_barrier" in kinds:
+                one = ((tc + cu) if drains else max(tc, cu)) / g + waits
+                secs = max(one, pipes)
+            elif drains:
+                secs = tc + cu + waits
+            else:
+                secs = max(pipes, cu + waits)
+            chains[f"role:{role}"] = (secs, idx, comp, syn)
         return chains
+
+    def warpgroups(self, role: str) -> int:
+        """Warpgroups (4 warps, one per SM sub-partition) that share a role's work."""
+        k = self.p.kernel
+        warps = k.roles[role].warps if role in k.roles else k.warps
+        return max(1, warps // 4)
 
     def overlap(self, ws: WaveShape, term: dict[str, Term], chains: dict[str, Chain]) -> float:
         """The steady state is its largest bound, the others hide under it; it is credited
@@ -226,11 +268,14 @@ class _Pricing:
         key = max(term, key=lambda k: term[k][0])
         secs, idx, wts, cat = term[key]
         if key in chains:
-            idx, comp, syn = chains[key]
-            self.book.spread(idx, comp, "compute", sum(comp) * ws.count)
-            self.book.spread(idx, syn, "sync", sum(syn) * ws.count)
+            _, idx, comp, syn = chains[key]
+            waits = min(sum(syn), secs)
+            self.book.spread(idx, comp, "compute", (secs - waits) * ws.count)
+            self.book.spread(idx, syn, "sync", waits * ws.count)
         else:
             self.book.spread(idx, wts, cat, secs * ws.count)
+            if key in MEMORIES:
+                self.book.memory[key] += secs * ws.count
         for k, (s, *_rest) in term.items():
             self.book.terms[k] = self.book.terms.get(k, 0.0) + s * ws.count
         return secs
@@ -293,10 +338,15 @@ class _Pricing:
             if w.per_block and not first:
                 continue
             count = 1 if w.per_block else ws.count
-            mem = max(ws.per_sm * (t.smem + t.l2), (dram[i] + writes[i]) / r.hbm) * w.execs
+            # the memories overlap each other: the op takes the one that binds
+            by = {"smem": ws.per_sm * t.smem, "l2": ws.per_sm * t.l2,
+                  "dram": (dram[i] + writes[i]) / r.hbm}
+            binds = max(by, key=lambda k: by[k])
+            mem = by[binds] * w.execs
             comp = ws.per_sm * (t.tc + t.cuda) * w.execs
             syn = (t.sync + t.issue) * w.execs
             self.book.credit(i, "memory", mem * count)
+            self.book.memory[binds] += mem * count
             self.book.credit(i, "compute", comp * count)
             self.book.credit(i, "sync", syn * count)
             if w.per_block:
@@ -318,16 +368,24 @@ class _Pricing:
         cuda_ops = sum(w.record.cuda_ops * w.execs * p.scale(w) for w in p.ops)
         write_total = sum(w.record.global_write_bytes * w.execs * p.scale(w) for w in p.ops)
         compulsory = sum(t for t, _ in p.tensors.values()) + write_total
-        roofline = max(_ideal_compute(p, tensor_flops, cuda_ops),
-                       compulsory / gpu.hbm_bandwidth)
+        smem_total = sum((w.record.smem_read + w.record.smem_write) * w.execs * p.scale(w)
+                         for w in p.ops)
+        l2_total = sum(w.record.l2_bytes * w.execs * p.scale(w) for w in p.ops)
+        floors = _floors(p, cuda_ops, compulsory, l2_total, smem_total)
+        # the shape's roofline takes the resources any kernel of the shape needs (the
+        # agents clamp candidates' times at it); L2 and shared-memory traffic depend on
+        # this kernel's tiling and only enter its own floor
+        shape_floors = {k: floors[k] for k in ("tensor", "cuda", "dram")}
+        roofline_bound = max(shape_floors, key=lambda k: shape_floors[k])
+        roofline = shape_floors[roofline_bound]
         bottleneck = max(CATEGORIES, key=lambda k: book.categories[k])
-        detail = bottleneck_detail(p, bottleneck, book.contrib, book.terms)
+        detail = bottleneck_detail(p, bottleneck, book.contrib, book.memory)
         lines = line_shares(p, book.contrib, launch, total)
         work = {"tensor_flops": tensor_flops, "cuda_ops": cuda_ops,
                 "dram_bytes": dram_total + write_total,
                 "l2_bytes": reads_total + write_total,
-                "smem_bytes": sum((w.record.smem_read + w.record.smem_write) * w.execs
-                                  * p.scale(w) for w in p.ops),
+                "l2_sm_bytes": l2_total,
+                "smem_bytes": smem_total,
                 "compulsory_bytes": compulsory}
         # waves of blocks; of tiles for a persistent kernel (its blocks all run at once)
         per_wave = gpu.sms * p.blocks_per_sm
@@ -337,7 +395,8 @@ class _Pricing:
         return Prediction(kernel=p.kernel.name, target=p.kernel.arch, arch=p.arch.name,
                           gpu=gpu.name, dims=dict(p.dims), calibration=calibration,
                           seconds=total, tensor_flops=tensor_flops, cuda_ops=cuda_ops,
-                          roofline_seconds=roofline, bottleneck=bottleneck,
+                          roofline_seconds=roofline, roofline_bound=roofline_bound,
+                          floors=floors, bottleneck=bottleneck,
                           bottleneck_detail=detail, categories=book.categories,
                           terms=book.terms, work=work, grid=p.grid, blocks=p.blocks,
                           blocks_per_sm=p.blocks_per_sm, waves=waves, resources=p.resources,
@@ -440,8 +499,22 @@ def _runs_ahead(p: KernelProfile) -> set[str]:
     return out
 
 
-def _ideal_compute(p: KernelProfile, tensor_flops: float, cuda_ops: float) -> float:
-    dtypes = {w.record.tensor.dtype for w in p.ops if w.record.tensor is not None}
-    peak = min((p.gpu.tensor_peak.get(d, p.gpu.tensor_peak.get("bf16", 1e12)) for d in dtypes),
-               default=p.gpu.tensor_peak.get("bf16", 1e12))
-    return tensor_flops / peak + cuda_ops / (p.gpu.fp32_peak / 2)
+#: Shared memory serves one 128-byte wavefront per clock per SM (32 banks x 4 bytes).
+SMEM_BYTES_PER_CLK_SM = 128.0
+
+
+def _floors(p: KernelProfile, cuda_ops: float, compulsory: float, l2_bytes: float,
+            smem_bytes: float) -> dict[str, float]:
+    """The least time each resource needs for the kernel's work, at the datasheet peaks
+    (no efficiency): the pipes and memories overlap, so the floor is their largest, not
+    their sum.  Tensor work is priced at each dtype's own peak."""
+    gpu = p.gpu
+    bf16 = gpu.tensor_peak.get("bf16", 1e12)
+    tensor = sum(w.record.tensor.flops * w.execs * p.scale(w)
+                 / gpu.tensor_peak.get(w.record.tensor.dtype, bf16)
+                 for w in p.ops if w.record.tensor is not None)
+    return {"tensor": tensor,
+            "cuda": cuda_ops / (gpu.fp32_peak / 2),
+            "dram": compulsory / gpu.hbm_bandwidth,
+            "l2": l2_bytes / gpu.l2_bandwidth,
+            "smem": smem_bytes / (SMEM_BYTES_PER_CLK_SM * gpu.clock_hz * gpu.sms)}

@@ -16,7 +16,8 @@ DIMS = ["--dims", "M=4096,N=4096,K=4096"]
 #: The keys of `cake cost --format json` (schema cake.cost/1); changing them is an API change.
 TOP_KEYS = {"schema", "file", "calibration_file", "predictions"}
 PREDICTION_KEYS = {"kernel", "target", "arch", "gpu", "dims", "calibration", "time_s", "tflops",
-                   "roofline_fraction", "roofline_s", "bottleneck", "bottleneck_detail",
+                   "roofline_fraction", "roofline_s", "roofline_bound", "floors",
+                   "dram_bytes_per_s", "bottleneck", "bottleneck_detail",
                    "categories", "terms", "work", "grid", "blocks", "blocks_per_sm", "waves",
                    "resources", "lines", "warnings"}
 RESOURCE_KEYS = {"smem_bytes", "smem_padding", "smem_source", "smem_slots", "registers",
@@ -35,7 +36,7 @@ def test_text_report() -> None:
     assert "gemm_sm90 (sm_90a) on H200-SXM" in out
     assert "[uncalibrated defaults]" in out
     assert "bottleneck    compute: tensor cores (wgmma bf16" in out
-    assert "TFLOP/s" in out and "of the roofline" in out
+    assert "TFLOP/s" in out and "roofline      " in out and "(tensor cores)" in out
     assert "wgmma(acc, sa[s], sb[s].T)" in out  # source text is not taken for markup
 
 
@@ -52,6 +53,8 @@ def test_json_schema_is_stable() -> None:
     assert p["calibration"] == "uncalibrated defaults"
     assert p["bottleneck"] == "compute"
     assert p["dims"] == {"M": 4096, "N": 4096, "K": 4096}
+    assert p["roofline_bound"] == "tensor"
+    assert set(p["floors"]) == {"tensor", "cuda", "dram", "l2", "smem"}
 
 
 def test_usage_errors_exit_2() -> None:

@@ -50,7 +50,10 @@ def test_persistent_is_never_slower_with_many_waves(gpu: GpuSpec,
         pers = predict(persistent(order), dims, gpu)
         assert pers.seconds <= plain.seconds, (order, pers.seconds, plain.seconds)
         assert pers.seconds > 0.85 * plain.seconds  # the same tiles, the same tensor work
-        assert pers.bottleneck == plain.bottleneck
+        # the same bottleneck, unless a tile order that re-reads B every wave makes DRAM
+        # and the tensor cores tie (walking y first on N = 16384: within 2 %)
+        tie = abs(pers.terms["dram"] - pers.terms["tensor"]) <= 0.02 * pers.terms["tensor"]
+        assert pers.bottleneck == plain.bottleneck or tie, (order, pers.terms)
 
 
 @pytest.mark.parametrize("gpu", GPUS, ids=lambda g: g.name)
