@@ -258,6 +258,11 @@ LEADER_RELEASE_RACE = _builtin(
     "CK313", "leader-release-race",
     "One elected thread arrives for a role whose other warps may still use what it hands over.",
     fix=FixAvailability.ALWAYS)
+BULK_SOURCE_OVERWRITTEN = _builtin(
+    "CK316", "bulk-store-source-overwritten",
+    "Threads overwrite a TMA store's source that only the issuing thread waited for, with "
+    "no barrier after that wait.",
+    fix=FixAvailability.SOMETIMES)
 
 # --- CK4xx: layouts and memory access (cake_core/verify/layout.py, bounds.py) --------------
 SWIZZLE_ROW_MISMATCH = _builtin(
