@@ -41,7 +41,7 @@ def meeting(facts: KernelFacts, agent: Agent) -> str | None:
         if b is not None:
             used.add(b[1])
     free = next((i for i in _NAMED_IDS if i not in used), None)
-    return None if free is None else f"barrier_sync({free}, {facts.spell(agent.warps)})"
+    return None if free is None else f"barrier_sync({free}, {agent.warps})"
 
 
 def wait_fix(facts: KernelFacts, agent: Agent, write: Op, barrier: Op | None) -> list[Fix]:
@@ -51,7 +51,7 @@ def wait_fix(facts: KernelFacts, agent: Agent, write: Op, barrier: Op | None) ->
     write by the role's threads needs the wait in the issuing thread *before* a barrier
     they pass: before the barrier the role already meets at since the store, or a new
     barrier just above the write, after the wait."""
-    if by_one_thread(write) or agent.warps * 32 == 1:
+    if by_one_thread(write):
         return [Fix("wait for the store first", (facts.insert_before(
             write.span, "tma_store_wait(0)"),))]
     if barrier is not None:
