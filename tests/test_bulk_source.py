@@ -7,10 +7,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from cake_core.check import check_text
 from cake_core.diagnostics.model import Applicability, apply_edits
+from cake_core.sim import SimKernel, run_schedules
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "rules"
 _SECTION = re.compile(r"^## (Example|Use instead)\n+```python\n(.*?)^```", re.M | re.S)
@@ -70,3 +72,24 @@ def test_ck308_fix_reuses_a_barrier_the_role_already_meets_at() -> None:
     fixed = apply_edits(src, d.fixes[0].edits)
     assert "tma_store_wait(0)\n            barrier_sync(3, 4)" in fixed
     assert codes_of(fixed) == []
+
+
+# --- the simulator -------------------------------------------------------------------------------
+def _simulate(text: str) -> list[tuple[str, int, list[int]]]:
+    sk = SimKernel.from_text(text, "k.cake")
+    rng = np.random.default_rng(0)
+    inputs = {"A": rng.standard_normal((64, 128)).astype(np.float32),
+              "W": rng.standard_normal((64, 128)).astype(np.float32)}
+    [res] = run_schedules(sk, {"M": 64, "N": 64, "K": 128}, inputs, n=1)
+    ref = inputs["A"] @ inputs["W"].T
+    np.testing.assert_allclose(res.outputs["C"], ref, rtol=2e-2, atol=2e-1)
+    return [(d.code, d.span.start.line + 1, [r.span.start.line + 1 for r in d.related])
+            for d in res.diagnostics]
+
+
+def test_simulation_sees_the_overwrite_only_the_issuing_thread_waited_for() -> None:
+    """The wait orders the issuing thread; the role's other warps learn of it at their next
+    barrier, so the default schedule reports the write as a race with the store."""
+    store, write = line_of(BAD, "tma_store(C.tile"), line_of(BAD, "store(sc, cast(acc")
+    assert _simulate(BAD) == [("CK501", write, [store])]
+    assert _simulate(GOOD) == []
