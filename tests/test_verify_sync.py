@@ -402,6 +402,7 @@ def scale(X: Tensor[bf16, (M, N)], Y: Tensor[bf16, (M, N)]):
     for t in range(TILES):
         x = load(X.tile((BM, BN), (block.x * TILES + t, block.y)))
         tma_store_wait(0)
+        syncthreads()
         store(sc, cast(cast(x, f32) * 0.5, bf16))
         fence_proxy_async()
         syncthreads()
@@ -409,7 +410,11 @@ def scale(X: Tensor[bf16, (M, N)], Y: Tensor[bf16, (M, N)]):
     tma_store_wait(0)
 '''
     assert run(text) == []
-    bad = edit(text, "        tma_store_wait(0)\n", "")
+    # the wait blocks the issuing thread only: the others need the barrier after it
+    racy = edit(text, "        tma_store_wait(0)\n        syncthreads()\n",
+                "        tma_store_wait(0)\n")
+    assert only(racy, "CK316").span.start.line + 1 == line_of(racy, "store(sc, cast")
+    bad = edit(text, "        tma_store_wait(0)\n        syncthreads()\n", "")
     d = only(bad, "CK308")
     assert d.span.start.line + 1 == line_of(bad, "store(sc, cast")
     assert run(fixed(bad, d)) == []

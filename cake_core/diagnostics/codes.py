@@ -266,6 +266,11 @@ PARTIAL_PROXY_FENCE = _builtin(
     "CK315", "partial-proxy-fence",
     "fence_proxy_async() runs on some threads only, but all of them wrote what TMA reads.",
     fix=FixAvailability.SOMETIMES)
+BULK_SOURCE_OVERWRITTEN = _builtin(
+    "CK316", "bulk-store-source-overwritten",
+    "Threads overwrite a TMA store's source that only the issuing thread waited for, with "
+    "no barrier after that wait.",
+    fix=FixAvailability.SOMETIMES)
 
 # --- CK4xx: layouts and memory access (cake_core/verify/layout.py, bounds.py) --------------
 SWIZZLE_ROW_MISMATCH = _builtin(

@@ -30,6 +30,7 @@ from cake_core.ir.types import (
     numel,
 )
 from cake_core.ir.values import ViewOrigin, constant_truth, range_bounds, role_spec
+from cake_core.primitives.traits import Trait
 from cake_core.source import Span
 from cake_core.syntax import ast
 
@@ -50,6 +51,7 @@ class KernelBuilder:
         self.role: Role | None = None
         self.blocks: list[list[Node]] = []
         self.loops: list[ForOp] = []
+        self.elected: IfOp | None = None  # the `with elect_one():` block being built
         self.loop_defs: list[set[str]] = []
         self.kernel: Kernel | None = None
         self.arch: ArchSpec | None = None
@@ -255,12 +257,18 @@ class KernelBuilder:
 
     def _with(self, s: ast.With) -> None:
         assert self.kernel is not None
+        if len(s.items) == 1 and isinstance(s.items[0].context, ast.Call) and \
+                isinstance(s.items[0].context.func, ast.Name) and \
+                s.items[0].context.func.id == "elect_one":
+            self._elect_one(s, s.items[0].context)
+            return
         if len(s.items) != 1 or not isinstance(s.items[0].context, ast.Call) or \
                 not isinstance(s.items[0].context.func, ast.Name) or \
                 s.items[0].context.func.id != "role":
             self.diags.append(codes.UNSUPPORTED_SYNTAX.at(
                 s.items[0].span if s.items else s.span,
-                "`with` introduces a warp role: `with role(\"load\", warps=range(0, 4)):`"))
+                "`with` introduces a warp role (`with role(\"load\", warps=range(0, 4)):`) "
+                "or a one-thread block (`with elect_one():`)"))
             self._detached(s.body)
             return
         call = s.items[0].context
@@ -297,6 +305,33 @@ class KernelBuilder:
         self._stmts(s.body)
         self.blocks.pop()
         self.role = None
+
+    def _elect_one(self, s: ast.With, call: ast.Call) -> None:
+        """`with elect_one():` -- an `if` on the role's thread 0, marked so that each analysis
+        knows its body runs in that one fixed thread (the one that issues the role's TMA)."""
+        if call.args or call.keywords:
+            self.diags.append(codes.BAD_ARGUMENTS.at(call.span, "`elect_one()` takes no "
+                                                    "arguments: it runs its block in the "
+                                                    "role's thread 0"))
+        if self.elected is not None:
+            self.diags.append(codes.BAD_ROLE.at(
+                call.span, "`elect_one()` blocks do not nest: this one is already inside one",
+                related=[Related(self.elected.span, "the enclosing `elect_one()` block")]))
+            self._detached(s.body)
+            return
+        sp = call.span
+        zero = ast.Constant(sp, 0)
+        test = ast.BoolOp(sp, "and", tuple(
+            ast.Compare(sp, ("==",), (ast.Attribute(sp, ast.Name(sp, base), name, sp), zero))
+            for base, name in (("warp", "rank"), ("lane", "id"))))
+        cond = self.ev.expr(test)
+        node = IfOp(cond, [], [], s.span, self.role.name if self.role else None, elected=True)
+        self.emit(node)
+        self.elected = node
+        self.blocks.append(node.then)
+        self._stmts(s.body)
+        self.blocks.pop()
+        self.elected = None
 
     def _role_problem(self, role: Role, call: ast.Call) -> Diagnostic | None:
         """Why a well-formed role cannot join the kernel (twice, too many warps, overlap)."""
@@ -364,7 +399,32 @@ class KernelBuilder:
 
     def new_op(self, op: Op) -> None:
         op.role = self.role.name if self.role else None
+        if self.elected is not None and not runs_in_one_thread(op):
+            self.diags.append(codes.BAD_ROLE.at(
+                op.span, f"`{op.prim.name}` is performed by every thread (or warp) of "
+                f"{'role ' + repr(op.role) if op.role else 'the block'} together, but inside "
+                "`elect_one()` only the role's thread 0 runs: move it out of the block",
+                related=[Related(self.elected.span, "the `elect_one()` block")]))
         self.blocks[-1].append(op)
+
+
+def runs_in_one_thread(op: Op) -> bool:
+    """Whether one thread can perform the op alone (inside `elect_one()`).
+
+    One-thread ops (TMA copies and their waits, elected arrivals, the proxy fence), views
+    and tiles (addresses only), and the per-thread waits and commits.  Not: anything spread
+    over the role's threads (fragments, cp.async chunks, wgmma), barriers every thread or
+    warp meets, arrivals made per warp or per thread, and pipeline steps, which count one
+    arrival per warp."""
+    t, e = op.prim.traits, op.prim.effects
+    if e.pipe_action is not None:
+        return False
+    if Trait.SMEM_VIEW in t or Trait.GLOBAL_TILE in t:
+        return True
+    if Trait.SINGLE_THREAD in t:
+        per = op.args.get(e.arrive_scope) if e.arrive_scope is not None else None
+        return per is None or per.const in (None, "role")
+    return e.fence == "cp_async_commit" or (e.waits is not None and e.waits in ("cp_async", "self"))
 
 
 def _warps_span(call: ast.Call) -> Span:

@@ -34,6 +34,10 @@ FORMS: dict[str, FormSignature] = {f.name: f for f in (
     FormSignature("role", ("name", "warps=range(first, stop)", "regs=None"),
                   "A warp role: the warps that run the block under it, and optionally the "
                   "registers per thread they keep (setmaxnreg)."),
+    FormSignature("elect_one", (),
+                  "`with elect_one():` runs the block in one fixed thread, the role's thread 0 "
+                  "(the one that issues its TMA); bulk-store and cp.async groups committed "
+                  "inside belong to that thread."),
     FormSignature("kernel", ("arch", "grid", "warps=4", "cluster=(1,)"),
                   "The decorator of a kernel: target arch, launch grid, warps per block."),
     FormSignature("swizzle", ("span", 'order="row"'),

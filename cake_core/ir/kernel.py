@@ -87,6 +87,10 @@ class IfOp:
     orelse: list[Node]
     span: Span
     role: str | None = None
+    elected: bool = False
+    """`with elect_one():` -- `then` runs in one fixed thread, the role's thread 0 (`cond` is
+    `warp.rank == 0 and lane.id == 0`), the thread that issues the role's TMA copies, so the
+    per-thread async groups it commits are the ones the role's other one-thread ops see."""
 
 
 @dataclass(eq=False, slots=True)

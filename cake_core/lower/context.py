@@ -150,6 +150,8 @@ class LowerContext:
     wgmma_accs: list[FragVar] = field(default_factory=list)
     """Accumulators a wgmma of the current role writes (fenced after each wait)."""
     loop_names: dict[str, str] = field(default_factory=dict)
+    elected: bool = False
+    """Inside `elect_one()`: the code already runs in the role's thread 0 (the leader)."""
 
     # -- scopes -----------------------------------------------------------------------------
     def push(self) -> None:
@@ -461,7 +463,7 @@ class LowerContext:
     # -- who does what ---------------------------------------------------------------------------
     def leader(self, code: str) -> str:
         """`code` for one elected thread of the group."""
-        if self.g.single:
+        if self.g.single or self.elected:
             return code
         return f"if (leader) {{ {code} }}" if ";" in code.rstrip(";") else f"if (leader) {code}"
 

@@ -357,12 +357,17 @@ class _Writer:
     def branch(self, n: IfOp) -> None:
         ctx, em = self.ctx, self.em
         em.at(n.span.start.line)
-        cond = ctx.cond(n.cond)
+        # elect_one: the role's thread 0, the same thread `leader` names (so a bulk group it
+        # commits is the one a `tma_store_wait` outside the block waits for); never
+        # elect.sync, which may pick another lane on each call
+        cond = "thread_rank == 0" if n.elected else ctx.cond(n.cond)
         if ctx.g.role is None:
             self.top_used |= _idents(cond)
         em.open(f"if ({cond})")
         ctx.push()
+        outer, ctx.elected = ctx.elected, ctx.elected or n.elected
         self.nodes(n.then)
+        ctx.elected = outer
         ctx.pop()
         if n.orelse:
             em.depth -= 1

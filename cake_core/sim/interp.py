@@ -21,6 +21,7 @@ from cake_core.primitives.facets import FacetError, Unsupported
 from cake_core.primitives.registry import Primitive
 from cake_core.primitives.traits import Trait
 from cake_core.sim.context import SimContext, SimUnsupported
+from cake_core.sim.races import join
 from cake_core.sim.state import Blocked
 
 Facet = Callable[[Op, SimContext], Any]
@@ -76,6 +77,13 @@ def _nodes(ctx: SimContext, nodes: list[Node]) -> Generator[Blocked | None, None
 def _op(ctx: SimContext, op: Op) -> Generator[Blocked | None, None, None]:
     fn = facet_of(op.prim)
     proc = ctx.proc
+    if proc.leader_knows and Trait.SINGLE_THREAD in op.prim.traits:
+        # the issuing thread's own op follows its wait; the process has one clock, so its
+        # other warps are taken to know from here on too (the simulator misses a race of
+        # theirs after this op, never invents one)
+        for vc in proc.leader_knows:
+            join(proc.vc, vc)
+        proc.leader_knows.clear()
     ctx.op = op
     while True:
         r = fn(op, ctx)

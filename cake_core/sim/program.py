@@ -192,7 +192,8 @@ def index_vars(nodes: Sequence[Node]) -> set[str]:
         elif isinstance(n, ForOp):
             for e in (n.start, n.stop, n.step):
                 _collect_vars(e, out, 0)
-        elif isinstance(n, IfOp):
+        elif isinstance(n, IfOp) and not n.elected:
+            # elect_one splits no process: the role's first process holds its thread 0
             _collect_vars(n.cond, out, 0)
     return {v for v in out if "." in v}
 

@@ -267,6 +267,9 @@ class Proc:
     crew: set[int] = field(default_factory=set)
     """Components of the asynchronous work every warp issues (wgmma, cp.async)."""
     unsynced_arrival: Op | None = None
+    leader_knows: list[VC] = field(default_factory=list)
+    """Clocks of bulk stores its issuing thread waited for that the process's other warps
+    have not learnt of yet: they join at the next barrier of the process's warps."""
     """An elected arrival made with accesses its other warps had not met over."""
     gen: Generator[Blocked | None, None, None] | None = None
     blocked: Blocked | None = None

@@ -100,15 +100,16 @@ def check_init(ctx: SimContext, op: Op, bar: MBarrier) -> None:
                key=("CK501-init", bar.name))
 
 
-def group_wait(ctx: SimContext, ops: list[AsyncOp], n: int, what: str
-               ) -> Blocked | list[AsyncOp]:
+def group_wait(ctx: SimContext, ops: list[AsyncOp], n: int, what: str, *,
+               acquire: bool = True) -> Blocked | list[AsyncOp]:
     """Block until at most `n` of `ops` are in flight; then acquire (and return) the
-    finished ones, which leave `ops`."""
+    finished ones, which leave `ops`.  `acquire=False`: the caller decides who learns of
+    them (a wait made by one thread of a process standing for several warps)."""
     if sum(not a.done for a in ops) > n:
         return Blocked(f"waits until at most {n} {what} are in flight",
                        lambda: sum(not a.done for a in ops) <= n)
     retired = [a for a in ops if a.done]
-    for a in retired:
+    for a in retired if acquire else ():
         join(ctx.proc.vc, a.vc)
     ops[:] = [a for a in ops if not a.done]
     return retired

@@ -21,6 +21,7 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, Fix, Related, TextEdit
 from cake_core.ir.kernel import Op, Value
 from cake_core.ir.types import BarrierType, PipelineType, StageType
+from cake_core.verify.bulk_source import by_one_thread, overwritten_finding, wait_fix
 from cake_core.verify.drift import parity_finding
 from cake_core.verify.effects import ASYNC_PROXY, Effects, Region, barrier_parts
 from cake_core.verify.events import (
@@ -95,6 +96,11 @@ class AgentRun:
         self.wgmma_n = 0
         self.bulk: list[_Pending] = []
         self.bulk_n = 0
+        self.bulk_met: dict[int, Op] = {}
+        """Pending bulk store (by op id) -> the first barrier of the agent's warps since it."""
+        self.bulk_waited: list[tuple[_Pending, Op]] = []
+        """Stores the issuing thread waited for, with its wait, and no barrier since: the
+        role's other threads may not overwrite their sources yet (CK316)."""
         self.cp_writes: list[_CpWrite] = []
         self.cp_committed = 0
         self.cp_done = 0
@@ -312,8 +318,13 @@ class AgentRun:
                     op.span, f"writes {region.describe()} while the tma_store on line "
                     f"{p.op.span.start.line + 1} may still be reading it",
                     related=[Related(p.op.span, "the store still in flight")],
-                    fixes=[Fix("wait for the store first", (self.facts.insert_before(
-                        op.span, "tma_store_wait(0)"),))]))
+                    fixes=wait_fix(self.facts, self.agent, op, self.bulk_met.get(id(p)))))
+        if not by_one_thread(op):
+            for p, wait in self.bulk_waited:
+                if any(r.overlaps(region) for r in p.regions):
+                    self.once(("316", id(op), id(p.op)), overwritten_finding(
+                        self.facts, self.agent, op, region, p.op, wait))
+                    break
         if group is None or group == "cp_async":
             self.unfenced.append((region, op))
         if group == "cp_async":
@@ -360,7 +371,9 @@ class AgentRun:
                 self.wgmma = self.wgmma[len(self.wgmma) - n:] if n else []
                 ev.sync = GroupWait(group, self.wgmma_n - len(self.wgmma))
             elif group == "bulk_store":
-                self.bulk = self.bulk[len(self.bulk) - n:] if n else []
+                keep = self.bulk[len(self.bulk) - n:] if n else []
+                self.bulk_waited += [(p, op) for p in self.bulk[:len(self.bulk) - len(keep)]]
+                self.bulk = keep
                 ev.sync = GroupWait(group, self.bulk_n - len(self.bulk))
             elif group == "cp_async":
                 self.cp_wait = (op, n, self.cp_committed)
@@ -374,6 +387,9 @@ class AgentRun:
             ev.sync = BarrierSync(bid, warps or self.facts.kernel.warps, kind == "sync")
             if kind == "sync" and ev.sync.warps >= self.agent.warps:
                 self.unsynced.clear()
+                self.bulk_waited.clear()
+                for p in self.bulk:
+                    self.bulk_met.setdefault(id(p), op)
             if kind == "sync":
                 self.epoch += 1
                 self.last_barrier = id(op)

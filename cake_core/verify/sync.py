@@ -26,7 +26,7 @@ CODES = (codes.PIPELINE_PROTOCOL, codes.EXPECT_TX_MISMATCH, codes.ARRIVAL_COUNT_
          codes.STAGE_ACCESS_OUTSIDE_SPAN, codes.CONSUMER_NEVER_RELEASES,
          codes.WGMMA_NOT_WAITED, codes.CP_ASYNC_NOT_WAITED, codes.SMEM_RACE,
          codes.MISSING_PROXY_FENCE, codes.BARRIER_INIT_NOT_VISIBLE, codes.DEADLOCK,
-         codes.PARITY_DRIFT)
+         codes.PARITY_DRIFT, codes.BULK_SOURCE_OVERWRITTEN)
 
 
 def check(program: Program, source: SourceFile) -> list[Diagnostic]:

@@ -1,4 +1,5 @@
-# fixed twin of sync_tma_store_buffer_reused.cake: wait for the previous store first
+# fixed twin of sync_tma_store_buffer_reused.cake: the issuing thread waits for the previous
+# store, then the role's warps meet before any of them overwrites `sc`
 BM, BN, TILES = 64, 128, 4
 M, N = dim("M", multiple_of=256), dim("N", multiple_of=128)
 
@@ -10,6 +11,7 @@ def scale(X: Tensor[bf16, (M, N)], Y: Tensor[bf16, (M, N)]):
             x = load(X.tile((BM, BN), (block.x * TILES + t, block.y)))
             y = cast(cast(x, f32) * 0.5, bf16)
             tma_store_wait(0)
+            barrier_sync(2, 4)
             store(sc, y)
             fence_proxy_async()
             barrier_sync(1, 4)

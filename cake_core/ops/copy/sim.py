@@ -67,10 +67,19 @@ def tma_store(op: Op, ctx: SimContext) -> None:
 
 
 def tma_store_wait(op: Op, ctx: SimContext) -> Blocked | None:
+    """Waits in the issuing thread only: a process standing for several warps passes the
+    stores' completion to its other warps at their next barrier (CK316), and to the
+    issuing thread's own next one-thread op."""
     if not ctx.leader(op):
         return None
-    r = group_wait(ctx, ctx.proc.bulk, ctx.int(op, "n"), "bulk stores")
-    return r if isinstance(r, Blocked) else None
+    proc = ctx.proc
+    several = len(proc.warps) > 1
+    r = group_wait(ctx, proc.bulk, ctx.int(op, "n"), "bulk stores", acquire=not several)
+    if isinstance(r, Blocked):
+        return r
+    if several:
+        proc.leader_knows += [a.vc for a in r]
+    return None
 
 
 def cp_async(op: Op, ctx: SimContext) -> None:

@@ -15,7 +15,7 @@ from cake_core.diagnostics import codes
 from cake_core.ir.kernel import Op
 from cake_core.sim.context import SimContext
 from cake_core.sim.races import VC, join
-from cake_core.sim.state import Blocked, GroupBarrier
+from cake_core.sim.state import Blocked, GroupBarrier, Proc
 from cake_core.sim.waits import check_init, parity_wait
 from cake_core.verify.effects import arrival_scope
 
@@ -141,6 +141,14 @@ def mbarrier_wait(op: Op, ctx: SimContext) -> Blocked | None:
 
 
 # --- block-wide and named barriers -------------------------------------------------------
+def _met(proc: Proc) -> None:
+    """The process's warps met: each now knows what its issuing thread waited for."""
+    for vc in proc.leader_knows:
+        join(proc.vc, vc)
+    proc.leader_knows.clear()
+    proc.synced, proc.touched = dict(proc.vc), None
+
+
 def _group_sync(ctx: SimContext, op: Op, bar: GroupBarrier, wait: bool) -> Blocked | None:
     proc = ctx.proc
     key = id(op)
@@ -148,7 +156,7 @@ def _group_sync(ctx: SimContext, op: Op, bar: GroupBarrier, wait: bool) -> Block
         g = proc.retry.pop(key)
         assert isinstance(g, int)
         join(proc.vc, bar.released.get(g, {}))
-        proc.synced, proc.touched = dict(proc.vc), None
+        _met(proc)
         return None
     g = bar.gen
     if not bar.arrive(len(proc.warps), proc.vc):
@@ -159,7 +167,7 @@ def _group_sync(ctx: SimContext, op: Op, bar: GroupBarrier, wait: bool) -> Block
         return None
     if bar.gen > g:
         join(proc.vc, bar.released.get(g, {}))
-        proc.synced, proc.touched = dict(proc.vc), None
+        _met(proc)
         return None
     proc.retry[key] = g
     what = "syncthreads()" if bar.bid == 0 else f"named barrier {bar.bid} ({bar.need} warps)"
