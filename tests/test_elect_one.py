@@ -90,3 +90,18 @@ def test_emulated_cuda_is_right(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert "1/1 shapes correct" in r.output
 
+
+
+def test_a_fence_in_an_elected_block_orders_only_that_thread() -> None:
+    """All four warps write the tile; a fence run by the elected thread alone leaves the
+    others' writes unordered before the TMA store (CK315), and a collective there is one
+    CK112, not a second finding from the divergence pass."""
+    fenced = ELECTED.replace("        fence_proxy_async()",
+                             "        with elect_one():\n            fence_proxy_async()", 1)
+    assert fenced != ELECTED
+    assert [c for c, _ in codes_of(fenced)] == ["CK315"]
+    waited = ELECTED.replace("            wgmma_wait(0)\n            ring.release()",
+                             "            with elect_one():\n                wgmma_wait(0)\n"
+                             "            ring.release()", 1)
+    assert waited != ELECTED
+    assert [c for c, _ in codes_of(waited)] == ["CK112"]
