@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from cake_cli.main import main
 from cake_core.check import check_text
-from cake_core.emulate import NoHostCompilerError, find_host_compiler
+from cake_core.emulate import host_compiler_present
 from cake_core.lower import lower_source
 from cake_core.source import SourceFile
 
@@ -24,14 +24,6 @@ assert _EPILOGUE in TINY
 ELECTED = TINY.replace(_EPILOGUE, "        with elect_one():\n"
                        "            tma_store(C.tile((BM, BN), (0, block.x)), sc)\n"
                        "            tma_store_wait(0)\n")
-
-
-def have_compiler() -> bool:
-    try:
-        find_host_compiler()
-    except NoHostCompilerError:
-        return False
-    return True
 
 
 def codes_of(text: str) -> list[tuple[str, int]]:
@@ -81,7 +73,7 @@ def test_simulation_is_clean_and_right(tmp_path: Path) -> None:
     assert "1/1 shapes match the reference" in r.output and "finding" not in r.output
 
 
-@pytest.mark.skipif(not have_compiler(), reason="needs a host C++ compiler")
+@pytest.mark.skipif(not host_compiler_present(), reason="needs a host C++ compiler")
 def test_emulated_cuda_is_right(tmp_path: Path) -> None:
     p = tmp_path / "t.cake"
     p.write_text(ELECTED, encoding="utf-8")

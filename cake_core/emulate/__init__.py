@@ -25,11 +25,12 @@ from cake_core.emulate.build import (
     build_emulated,
     find_host_compiler,
     headers_digest,
+    host_compiler_present,
     runtime_missing,
 )
 from cake_core.emulate.report import EmuFinding, EmuReport, EmuThread, parse_report
 
 __all__ = ["EMULATE_FLAGS", "INCLUDE_DIR", "NO_COMPILER", "RUNTIME_HEADER", "EmuFinding",
            "EmuReport", "EmuThread", "EmulatedLibrary", "HostCompiler", "NoHostCompilerError",
-           "build_emulated", "find_host_compiler", "headers_digest", "parse_report",
-           "runtime_missing"]
+           "build_emulated", "find_host_compiler", "headers_digest", "host_compiler_present",
+           "parse_report", "runtime_missing"]

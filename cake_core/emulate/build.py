@@ -106,6 +106,16 @@ def find_host_compiler(env: Mapping[str, str] | None = None) -> HostCompiler:
     raise NoHostCompilerError(NO_COMPILER)
 
 
+def host_compiler_present() -> bool:
+    """Whether `find_host_compiler` would find one: the guard of what only emulation needs
+    (a test's skip, a script's early exit)."""
+    try:
+        find_host_compiler()
+    except NoHostCompilerError:
+        return False
+    return True
+
+
 def runtime_missing(include_dir: Path | None = None) -> str | None:
     """Why the CPU runtime cannot be used, or None when its header is installed."""
     inc = INCLUDE_DIR if include_dir is None else include_dir

@@ -18,12 +18,9 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, Fix, Related, TextEdit
 from cake_core.ir.kernel import Op
 from cake_core.primitives.traits import Trait
-from cake_core.verify.effects import Region, effects_of
+from cake_core.verify.effects import Region
 from cake_core.verify.facts import KernelFacts
 from cake_core.verify.unroll import Agent
-
-#: Named barrier ids a kernel may use (0 is `syncthreads`).
-_NAMED_IDS = range(1, 16)
 
 
 def by_one_thread(op: Op) -> bool:
@@ -35,12 +32,7 @@ def meeting(facts: KernelFacts, agent: Agent) -> str | None:
     """A barrier over the agent's warps, on a named barrier no op of the kernel uses."""
     if agent.role is None:
         return "syncthreads()"
-    used = set()
-    for o in facts.kernel.ops():
-        b = effects_of(o).barrier
-        if b is not None:
-            used.add(b[1])
-    free = next((i for i in _NAMED_IDS if i not in used), None)
+    free = facts.free_named_barrier()
     return None if free is None else f"barrier_sync({free}, {agent.warps})"
 
 

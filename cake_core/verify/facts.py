@@ -112,3 +112,10 @@ class KernelFacts:
         """`value` as the one top-level constant that holds it, else as a number."""
         names = [n for n, v in self.constants.items() if v == value]
         return names[0] if len(names) == 1 else str(value)
+
+    def free_named_barrier(self) -> int | None:
+        """A named barrier id (1-15; 0 is `__syncthreads`'s) no op of the kernel uses: what
+        a fix that makes a role's warps meet can take without colliding with the kernel's
+        own barriers; None when all are taken."""
+        used = {b[1] for o in self.kernel.ops() if (b := effects_of(o).barrier) is not None}
+        return next((i for i in range(1, 16) if i not in used), None)

@@ -23,9 +23,6 @@ from cake_core.verify.effects import Effects, barrier_parts, effects_of
 from cake_core.verify.facts import KernelFacts
 from cake_core.verify.unroll import Agent
 
-#: Named barrier ids a kernel may use (0 is `syncthreads`).
-_NAMED_IDS = range(1, 16)
-
 
 def leader_release_finding(facts: KernelFacts, agent: Agent, op: Op, eff: Effects,
                            unsynced: list[Op]) -> Diagnostic:
@@ -94,12 +91,7 @@ def _per_edit(facts: KernelFacts, op: Op, scope: str) -> TextEdit:
 
 def _sync_fix(facts: KernelFacts, agent: Agent, op: Op) -> Fix | None:
     """A named barrier over the role's warps just above the arrival."""
-    used = set()
-    for o in facts.kernel.ops():
-        b = effects_of(o).barrier
-        if b is not None:
-            used.add(b[1])
-    free = next((i for i in _NAMED_IDS if i not in used), None)
+    free = facts.free_named_barrier()
     if free is None:
         return None
     call = f"barrier_sync({free}, {facts.spell(agent.warps)})"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from cake_core.emulate.build import NoHostCompilerError, find_host_compiler
+from cake_core.emulate.build import host_compiler_present
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "fake_tinygemm.cu"
@@ -24,16 +24,7 @@ MODES = {"correct": 0, "deadlock": 1, "wrong": 2, "not_ok": 3, "crash": 4, "hang
          "refused": 6, "wrong_when_eager": 7, "deadlock_when_eager": 8}
 
 
-@functools.cache
-def have_compiler() -> bool:
-    try:
-        find_host_compiler()
-    except NoHostCompilerError:
-        return False
-    return True
-
-
-needs_cxx = pytest.mark.skipif(not have_compiler(), reason="needs a host C++ compiler")
+needs_cxx = pytest.mark.skipif(not host_compiler_present(), reason="needs a host C++ compiler")
 
 
 def fixture_cu(mode: str = "correct", cake_file: str = "tinygemm_sm90.cake",

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from emulate_support import TINYGEMM, fixture_cu, have_compiler, needs_cxx, tinygemm_meta
+from emulate_support import TINYGEMM, fixture_cu, needs_cxx, tinygemm_meta
 
 import cake_core.run.device as device
 from cake_agents import gates
@@ -14,7 +14,7 @@ from cake_agents.config import EvolveConfig
 from cake_agents.context import content_hash
 from cake_agents.gates import NOT_AVAILABLE, NOT_BETTER, emulate_availability, evaluate_job
 from cake_core.emulate import build as emu_build
-from cake_core.emulate.build import NoHostCompilerError
+from cake_core.emulate.build import NoHostCompilerError, host_compiler_present
 from cake_core.run import runner
 
 TEXT = TINYGEMM.read_text(encoding="utf-8")
@@ -55,7 +55,7 @@ def _no_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_availability_follows_the_machine(fresh: None, stub_runtime: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    if not have_compiler():
+    if not host_compiler_present():
         pytest.skip("needs a host C++ compiler")
     assert emulate_availability("auto").on
     assert not emulate_availability("off").on
@@ -75,7 +75,7 @@ def test_without_a_compiler_it_is_off_and_quiet_unless_asked_for(
 
 def test_without_the_runtime_the_gate_says_so(fresh: None, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    if not have_compiler():
+    if not host_compiler_present():
         pytest.skip("needs a host C++ compiler")
     monkeypatch.setattr(emu_build, "INCLUDE_DIR", tmp_path)
     avail = emulate_availability("auto")

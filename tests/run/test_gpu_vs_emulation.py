@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from run_support import ROOT
 
-from cake_core.emulate.build import NoHostCompilerError, find_host_compiler
+from cake_core.emulate.build import host_compiler_present
 from cake_core.run.device import available_backends, probe_gpu
 from cake_core.tasks import load_task
 
@@ -24,16 +24,7 @@ SCRIPT = ROOT / "bench" / "gpu_vs_emulation.py"
 sys.path.insert(0, str(SCRIPT.parent))
 from gpu_vs_emulation import SmallIntegers  # noqa: E402
 
-
-def _have_compiler() -> bool:
-    try:
-        find_host_compiler()
-    except NoHostCompilerError:
-        return False
-    return True
-
-
-needs_cxx = pytest.mark.skipif(not _have_compiler(), reason="needs a host C++ compiler")
+needs_cxx = pytest.mark.skipif(not host_compiler_present(), reason="needs a host C++ compiler")
 
 
 def _run(tmp_path: Path, *args: str) -> dict:

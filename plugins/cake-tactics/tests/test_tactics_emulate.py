@@ -19,23 +19,13 @@ import pytest
 from cake_tactics import plugin
 from tactics_support import KERNELS, ROOT, applies, checked, offered_variants
 
-from cake_core.emulate.build import NoHostCompilerError, find_host_compiler
+from cake_core.emulate.build import host_compiler_present
 from cake_core.run.protocol import TimingConfig
 from cake_core.run.runner import EMULATE, BenchOptions, bench
 from cake_core.tasks import Shape, Task, load_task
 
-
-@functools.cache
-def _have_compiler() -> bool:
-    try:
-        find_host_compiler()
-    except NoHostCompilerError:
-        return False
-    return True
-
-
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not _have_compiler(), reason="needs a host C++ compiler")]
+              pytest.mark.skipif(not host_compiler_present(), reason="needs a host C++ compiler")]
 
 #: The kernels written for the tactic tests are in no task; they compute gemm_bf16's C.
 UNLISTED = {"gemm_mbarrier_sm90": "gemm_bf16", "gemm_one_role_sm90": "gemm_bf16"}
