@@ -132,3 +132,34 @@ def test_overwriting_a_bulk_store_source_before_its_wait_races(launch: Launch) -
         assert [d.code for d in r.diagnostics] == ["CK501"], r.schedule
     np.testing.assert_array_equal(rr.outputs["C"], rr.outputs["A"])
     np.testing.assert_array_equal(adv.outputs["C"], 2 * adv.outputs["A"])
+
+
+LANE = """
+BM, BN = 64, 64
+M, N = dim("M"), dim("N", multiple_of=8)
+
+@kernel(arch="sm_80", grid=(cdiv(M, BM), cdiv(N, BN)), warps=4)
+def lane_scale(A: Tensor[f32, (M, N)], C: Tensor[f32, (M, N)]):
+    st = smem(f32, (BM, BN))
+    store(st, load(A.tile((BM, BN), (block.x, block.y))) * (1 + lane.id // 32))
+    syncthreads()
+    store(C.tile((BM, BN), (block.x, block.y)), load(st))
+"""
+
+
+def test_lane_id_as_data_keeps_the_block_one_process(launch: Launch) -> None:
+    """`lane.id` in an expression used to split the block into warps, each storing the
+    whole tile: a write-after-write race between warps that do the same store together."""
+    sk = SimKernel.from_text(LANE, "lane.cake")
+    assert [p.warps for p in sk.procs] == [(0, 1, 2, 3)]
+    for r in launch(sk, {"M": 64, "N": 64}):
+        assert [d.code for d in r.diagnostics] == ["CK510"], r.schedule  # the lane-0 note
+        np.testing.assert_array_equal(r.outputs["C"], r.outputs["A"])
+
+
+def test_lane_id_in_a_condition_still_runs_warp_by_warp() -> None:
+    """A branch on `lane.id` is taken in every warp: that needs one process per warp."""
+    last = "    store(C.tile((BM, BN), (block.x, block.y)), load(st))\n"
+    text = LANE.replace(last, "    if lane.id < 32:\n    " + last)
+    sk = SimKernel.from_text(text, "lane_if.cake")
+    assert [p.warps for p in sk.procs] == [(0,), (1,), (2,), (3,)]
