@@ -428,6 +428,9 @@ class SimContext:
                     f"the {kind} issued by {self.proc.label}")
         self.block.async_ops.append(a)
         self.block.issued += 1
+        # the issuer's later accesses are not ordered before the operation's own (a
+        # store's source overwritten before tma_store_wait races with the store)
+        self.proc.tick()
         return a
 
 

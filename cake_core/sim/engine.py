@@ -265,11 +265,21 @@ def run_block(run: SimRun, coords: tuple[int, int, int], linear: int,
     _leftover_tx(ctxs[0], block)
 
 
+#: Kinds whose operations complete in issue order on their channel: the wgmma groups of
+#: one warpgroup chain through the accumulator they share.
+ORDERED_KINDS = frozenset({"wgmma"})
+
+
 def _heads(ops: list[AsyncOp]) -> list[AsyncOp]:
+    """The operations that may complete next, in issue order: every pending copy (the
+    copies of a cp.async group, the TMA loads counted by one mbarrier and the bulk stores
+    of a thread land in any order), and the oldest group of each ordered channel."""
     seen: set[tuple[object, ...]] = set()
     out = []
     for a in ops:
-        if a.channel not in seen:
+        if a.kind not in ORDERED_KINDS:
+            out.append(a)
+        elif a.channel not in seen:
             seen.add(a.channel)
             out.append(a)
     return out

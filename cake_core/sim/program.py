@@ -24,7 +24,7 @@ from cake_core.sim.layout import Buffer, buffers_of
 from cake_core.source import SourceFile, Span
 from cake_core.syntax import ast
 
-_PER_WARP = {"warp.id", "warp.rank", "lane.id", "thread.id"}
+_PER_WARP = {"warp.id", "warp.rank", "thread.id"}
 _PER_WARPGROUP = {"warpgroup.id", "warpgroup.rank"}
 _PER_THREAD = {"lane.id", "thread.id"}
 
@@ -136,24 +136,31 @@ class SimKernel:
         top_vars = index_vars(top)
         specs: list[ProcSpec] = []
         groups: dict[str | None, list[int]] = {}
-        units: list[tuple[str | None, range, set[str], Span]] = []
+        top_flow = index_vars(top, control=True)
+        units: list[tuple[str | None, range, set[str], set[str], Span]] = []
         if not k.roles:
-            units.append((None, range(k.warps), top_vars, k.name_span))
+            units.append((None, range(k.warps), top_vars, top_flow, k.name_span))
         else:
             covered: set[int] = set()
             for r in k.roles.values():
                 units.append((r.name, range(r.warp_start, r.warp_stop),
-                              top_vars | index_vars(r.body), r.span))
+                              top_vars | index_vars(r.body),
+                              top_flow | index_vars(r.body, control=True), r.span))
                 covered.update(range(r.warp_start, r.warp_stop))
             idle = [w for w in range(k.warps) if w not in covered]
             if idle:
-                units.append(("", range(idle[0], idle[-1] + 1), top_vars, k.name_span))
-        for role, warps, used, span in units:
+                units.append(("", range(idle[0], idle[-1] + 1), top_vars, top_flow,
+                              k.name_span))
+        for role, warps, used, flow, span in units:
             if used & _PER_THREAD:
-                self.notes.append((span, "`lane.id` and `thread.id` are simulated per warp "
-                                   "(as lane 0 / the warp's first thread)"))
+                self.notes.append((span, "`lane.id` and `thread.id` are simulated as lane 0 "
+                                   "(the warp's first thread)"))
             chunks: list[tuple[int, ...]]
-            if used & _PER_WARP:
+            # `lane.id` takes the same values in every warp: it splits the role only
+            # where it steers control flow (`if lane.id == 0:` runs once per warp), not
+            # where it is data -- a warp-by-warp run would make each warp perform the
+            # role's collective ops (a fragment store of the whole tile) on its own
+            if used & _PER_WARP or "lane.id" in flow:
                 chunks = [(w,) for w in warps]
             elif used & _PER_WARPGROUP and len(warps) % 4 == 0:
                 chunks = [tuple(warps[i:i + 4]) for i in range(0, len(warps), 4)]
@@ -182,11 +189,12 @@ def _label(role: str | None, warps: tuple[int, ...], split: bool) -> str:
     return f"role '{role}' {w}" if split else f"role '{role}'"
 
 
-def index_vars(nodes: Sequence[Node]) -> set[str]:
-    """Names of the runtime index variables (`warp.id`, `block.x`, ...) code depends on."""
+def index_vars(nodes: Sequence[Node], *, control: bool = False) -> set[str]:
+    """Names of the runtime index variables (`warp.id`, `block.x`, ...) code depends on;
+    `control`: only those that steer its control flow (conditions, loop bounds)."""
     out: set[str] = set()
     for n in walk_nodes(nodes):
-        if isinstance(n, Op):
+        if isinstance(n, Op) and not control:
             for v in n.args.values():
                 _collect_vars(v, out, 0)
         elif isinstance(n, ForOp):

@@ -1,10 +1,12 @@
 """Schedulers: who runs next, and when an asynchronous copy or wgmma group completes.
 
-At each step the engine offers the runnable processes and the oldest pending operation
-of each asynchronous channel (a channel completes in issue order); the schedule picks
-one.  Different schedules expose different bugs: round-robin is the friendly order,
-adversarial completes copies as late as possible (only when every process is blocked)
-and starves one role, random explores everything in between, reproducibly by seed.
+At each step the engine offers the runnable processes and the pending asynchronous
+operations that may complete next (any copy; the oldest wgmma group of a warpgroup); the
+schedule picks one.  Different schedules expose different bugs: round-robin is the
+friendly order (oldest first, at the first chance), adversarial completes copies as late
+as possible (only when every process is blocked, only what a blocked wait needs, newest
+first) and starves one role, random explores everything in between, reproducibly by
+seed.
 """
 
 from __future__ import annotations
@@ -46,21 +48,26 @@ class RoundRobin(Schedule):
 
 
 class Adversarial(Schedule):
-    """Late completion and a starved role.
+    """Late, out-of-order completion and a starved role.
 
-    Asynchronous work completes only when no process can move, one operation at a time;
-    the processes of the starved role run only when nobody else can.  A missing wait or
-    an early release then reads stale or overwritten data, and a producer runs as far
-    ahead of its consumer as the synchronisation allows.
+    Asynchronous work completes only when no process can move, one operation at a time:
+    among the operations some blocked wait needs, the newest first (so the copies of a
+    group, and the loads one mbarrier counts, land in reverse order); an operation nobody
+    waits for completes only when nothing else can.  The processes of the starved role
+    run only when nobody else can.  A missing or too shallow wait then reads stale or
+    unwritten data, and a producer runs as far ahead of its consumer as the
+    synchronisation allows.
     """
 
     def __init__(self, starve: str | None = None) -> None:
         self.starve = starve
         self.name = "adversarial" + (f" (starving role '{starve}')" if starve else "")
         self._rr = RoundRobin()
+        self._procs: Sequence[Proc] = ()
 
     def reset(self, procs: Sequence[Proc]) -> None:
         self._rr.reset(procs)
+        self._procs = procs
 
     def pick(self, runnable: Sequence[Proc], heads: Sequence[AsyncOp]) -> Proc | AsyncOp:
         fed = [p for p in runnable if p.role != self.starve]
@@ -68,7 +75,12 @@ class Adversarial(Schedule):
             return self._rr.pick(fed, ())
         if runnable:
             return self._rr.pick(runnable, ())
-        return heads[0]
+        needed: set[int] = set()
+        for p in self._procs:
+            if not p.done and p.blocked is not None and p.blocked.needs is not None:
+                needed.update(id(a) for a in p.blocked.needs())
+        wanted = [a for a in heads if id(a) in needed]
+        return (wanted or list(heads))[-1]
 
 
 class Seeded(Schedule):

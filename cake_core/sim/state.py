@@ -30,6 +30,9 @@ class Blocked:
 
     reason: str
     ready: Callable[[], bool]
+    needs: Callable[[], list[AsyncOp]] | None = None
+    """The asynchronous operations whose completion would let it go on, where the wait
+    knows them: an adversarial schedule completes only those, and the newest first."""
 
 
 # --- values --------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ def parity_wait(ctx: SimContext, op: Op, bar: MBarrier, parity: int) -> Blocked 
         c0 = proc.retry[key]
         assert isinstance(c0, int)
         if bar.completed <= c0:
-            return _blocked(bar, c0, parity)
+            return _blocked(ctx, bar, c0, parity)
         del proc.retry[key]
         observed = c0
         if bar.raw and bar.completed > c0 + 1:
@@ -39,7 +39,7 @@ def parity_wait(ctx: SimContext, op: Op, bar: MBarrier, parity: int) -> Blocked 
     else:
         c0 = bar.completed
         proc.retry[key] = c0
-        return _blocked(bar, c0, parity)
+        return _blocked(ctx, bar, c0, parity)
     if observed >= 0:
         join(proc.vc, bar.phase_vcs.get(observed, {}))
     if bar.raw:
@@ -47,9 +47,12 @@ def parity_wait(ctx: SimContext, op: Op, bar: MBarrier, parity: int) -> Blocked 
     return observed
 
 
-def _blocked(bar: MBarrier, c0: int, parity: int) -> Blocked:
+def _blocked(ctx: SimContext, bar: MBarrier, c0: int, parity: int) -> Blocked:
+    ops = ctx.block.async_ops
+    key = ("tma", id(bar))
     return Blocked(f"waits for phase {c0} of {bar.label} to complete (parity {parity})",
-                   lambda: bar.completed > c0)
+                   lambda: bar.completed > c0,
+                   needs=lambda: [a for a in ops if a.channel[1:] == key])
 
 
 def _history(ctx: SimContext, op: Op, bar: MBarrier, observed: int, parity: int) -> None:
@@ -102,14 +105,17 @@ def check_init(ctx: SimContext, op: Op, bar: MBarrier) -> None:
 
 def group_wait(ctx: SimContext, ops: list[AsyncOp], n: int, what: str, *,
                acquire: bool = True) -> Blocked | list[AsyncOp]:
-    """Block until at most `n` of `ops` are in flight; then acquire (and return) the
-    finished ones, which leave `ops`.  `acquire=False`: the caller decides who learns of
-    them (a wait made by one thread of a process standing for several warps)."""
-    if sum(not a.done for a in ops) > n:
+    """Block until every op of `ops` but the newest `n` is complete (`wait_group n`);
+    then acquire (and return) those, which leave `ops`.  A newer op that happens to have
+    completed stays: the wait promises nothing about it.  `acquire=False`: the caller
+    decides who learns of them (a wait made by one thread of a process standing for
+    several warps)."""
+    covered = ops[:max(len(ops) - n, 0)]
+    if not all(a.done for a in covered):
         return Blocked(f"waits until at most {n} {what} are in flight",
-                       lambda: sum(not a.done for a in ops) <= n)
-    retired = [a for a in ops if a.done]
-    for a in retired if acquire else ():
+                       lambda: all(a.done for a in covered),
+                       needs=lambda: [a for a in covered if not a.done])
+    for a in covered if acquire else ():
         join(ctx.proc.vc, a.vc)
-    ops[:] = [a for a in ops if not a.done]
-    return retired
+    del ops[:len(covered)]
+    return covered

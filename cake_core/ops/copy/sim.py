@@ -105,20 +105,23 @@ def cp_async_commit(op: Op, ctx: SimContext) -> None:
 
 
 def cp_async_wait(op: Op, ctx: SimContext) -> Blocked | None:
+    """`cp.async.wait_group n`: every committed group but the newest `n` is complete.
+
+    Groups are counted as committed, empty ones included: a prologue that commits past
+    the end of K leaves empty groups among the newest `n`, and the wait still covers the
+    older ones.  Only the groups the wait covers are acquired; a newer group that happens
+    to have landed is not ordered before this thread's later accesses."""
     n = ctx.int(op, "n")
     groups = ctx.proc.cp_groups
-
-    def pending() -> int:
-        return sum(not all(a.done for a in g) for g in groups)
-
-    if pending() > n:
-        return Blocked(f"waits until at most {n} cp.async groups are in flight",
-                       lambda: pending() <= n)
-    done = [g for g in groups if all(a.done for a in g)]
-    for g in done:
-        for a in g:
-            join(ctx.proc.vc, a.vc)
-    groups[:] = [g for g in groups if not all(a.done for a in g)]
+    covered = groups[:max(len(groups) - n, 0)]
+    needed = [a for g in covered for a in g]
+    if not all(a.done for a in needed):
+        return Blocked(f"waits until all but the newest {n} cp.async groups are complete",
+                       lambda: all(a.done for a in needed),
+                       needs=lambda: [a for a in needed if not a.done])
+    for a in needed:
+        join(ctx.proc.vc, a.vc)
+    del groups[:len(covered)]
     return None
 
 
