@@ -360,7 +360,8 @@ def cases() -> list[Case]:
              "        cp_async_wait(STAGES - 2)\n"), at="ldmatrix(sa")
     add("async_no_wait_in_loop", "async groups", "CK307",
         "the main loop never waits for its copies",
-        c3, ("        cp_async_wait(STAGES - 2)\n        syncthreads()\n", "        syncthreads()\n"),
+        c3, ("        cp_async_wait(STAGES - 2)\n        syncthreads()\n",
+             "        syncthreads()\n"),
         at="ldmatrix(sa")
     add("async_commit_missing", "async groups", "CK307",
         "the prologue never commits its copies: the wait count is off by the prologue",
@@ -368,7 +369,8 @@ def cases() -> list[Case]:
              "        cp_async(sb[p], B.tile((BN, BK), (block.y, p)))\n"), at="ldmatrix(sa")
     add("async_tma_store_no_wait", "async groups", "CK308",
         "the staging tile is overwritten while the previous TMA store may read it",
-        tma_epi(64, 128, 4), ("            tma_store_wait(0)\n            barrier_sync(2, 4)\n", ""),
+        tma_epi(64, 128, 4),
+        ("            tma_store_wait(0)\n            barrier_sync(2, 4)\n", ""),
         at="store(sc, y)")
     add("async_tma_store_wait_no_barrier", "async groups", "CK316",
         "only the issuing thread waited for the store; the other warps overwrite sc",
@@ -377,8 +379,10 @@ def cases() -> list[Case]:
     add("async_tma_store_wait_after_write", "async groups", "CK308",
         "the wait for the previous store comes after the tile is overwritten",
         tma_epi(64, 64, 8, "bf16", "0.25", name="quarter"),
-        ("            tma_store_wait(0)\n            barrier_sync(2, 4)\n            store(sc, y)\n",
-         "            store(sc, y)\n            tma_store_wait(0)\n            barrier_sync(2, 4)\n"),
+        ("            tma_store_wait(0)\n            barrier_sync(2, 4)\n"
+         "            store(sc, y)\n",
+         "            store(sc, y)\n"
+         "            tma_store_wait(0)\n            barrier_sync(2, 4)\n"),
         at="store(sc, y)")
     add("async_tma_store_wait_too_loose", "async groups", "CK308",
         "tma_store_wait(1) leaves the previous store of the same buffer in flight",
