@@ -346,6 +346,15 @@ def cases() -> list[Case]:
         r2, ("empty[s].wait((k // STAGES + 1) % 2)", "empty[s].wait((k + 1) % 2)"),
         at="empty[s].wait(")
 
+    add("mbar_full_parity_one_lap_ahead", "raw mbarriers", "CK312",
+        "the consumer waits with the producer's parity: its first wait passes at once",
+        r1, ("full[s].wait((k // STAGES) % 2)", "full[s].wait((k // STAGES + 1) % 2)"),
+        at="full[s].wait(")
+    add("mbar_expect_tx_over", "raw mbarriers", "CK302",
+        "expect_tx announces 128 bytes more than the two copies bring: the phase never ends",
+        r3, ("expect_tx(BM * BK * 2 + BN * BK * 2)",
+             "expect_tx(BM * BK * 2 + BN * BK * 2 + 128)"), at="expect_tx(")
+
     # -- async groups ------------------------------------------------------------------
     c1 = cp_gemm()
     c2 = cp_gemm(128, 64, 32, 64, 32, 4, "bf16", name="gemm_narrow")
@@ -407,6 +416,18 @@ def cases() -> list[Case]:
          "        cp_async(sb[nxt % STAGES], B.tile((BN, BK), (block.y, nxt)))\n"
          "        cp_async_commit()\n"
          "        cp_async_wait(STAGES - 1)\n        syncthreads()\n"), at="cp_async(sa[nxt")
+
+    add("async_tma_store_wait_elected_only", "async groups", "CK316",
+        "the wait is put in elect_one() and the role's barrier dropped",
+        tma_epi(64, 256, 2, "bf16", "0.125", name="scale_eighth"),
+        ("            tma_store_wait(0)\n            barrier_sync(2, 4)\n",
+         "            with elect_one():\n                tma_store_wait(0)\n"),
+        at="store(sc, y)")
+    add("async_wait_skipped_first_tile", "async groups", "CK307",
+        "the wait is skipped on the first tile, which the prologue is still loading",
+        cp_gemm(128, 128, 32, 64, 64, 4, "bf16", name="gemm_bf16"),
+        ("        cp_async_wait(STAGES - 2)\n",
+         "        if k > 0:\n            cp_async_wait(STAGES - 2)\n"), at="ldmatrix(sa")
 
     # -- fences ------------------------------------------------------------------------
     e1 = ws_gemm(64, 128, 64, 4, consumers=4, name="gemm_tma_epi", epilogue="tma")
@@ -500,6 +521,13 @@ def cases() -> list[Case]:
                   "        s = fragment(f32, (BR,))\n        for i in range(lane.id % 2 + 1):\n"
                   "            s = s + row_sum(e)\n"),
         at="            s = s + row_sum(e)")
+
+    add("coll_wgmma_splits_warpgroup", "collectives", "CK314",
+        "the condition on warp.id cuts the second warpgroup in half",
+        ws_gemm(128, 128, 64, 6, name="gemm_split"),
+        ("            wgmma(acc, sa[s], sb[s].T)\n",
+         "            if warp.id < 6:\n                wgmma(acc, sa[s], sb[s].T)\n"),
+        at="                wgmma(")
 
     # -- registers ---------------------------------------------------------------------
     add("regs_oversubscribed", "registers", "CK202",
