@@ -1,0 +1,19 @@
+# expect: CK316 15
+# bug: the role meets before the wait: the barrier orders nothing
+BM, BN, TILES = 32, 128, 8
+M, N = dim("M", multiple_of=256), dim("N", multiple_of=128)
+
+@kernel(arch="sm_90a", grid=(cdiv(M, BM * TILES), cdiv(N, BN)), warps=4)
+def scale_rows(X: Tensor[bf16, (M, N)], Y: Tensor[bf16, (M, N)]):
+    sc = smem(bf16, (BM, BN), layout=row_major)
+    with role("io", warps=range(0, 4)):
+        for t in range(TILES):
+            x = load(X.tile((BM, BN), (block.x * TILES + t, block.y)))
+            y = cast(cast(x, f32) * 1.5, bf16)
+            barrier_sync(2, 4)
+            tma_store_wait(0)
+            store(sc, y)
+            fence_proxy_async()
+            barrier_sync(1, 4)
+            tma_store(Y.tile((BM, BN), (block.x * TILES + t, block.y)), sc)
+        tma_store_wait(0)

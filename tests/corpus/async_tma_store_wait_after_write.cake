@@ -1,0 +1,19 @@
+# expect: CK308 13
+# bug: the wait for the previous store comes after the tile is overwritten
+BM, BN, TILES = 64, 64, 8
+M, N = dim("M", multiple_of=512), dim("N", multiple_of=64)
+
+@kernel(arch="sm_90a", grid=(cdiv(M, BM * TILES), cdiv(N, BN)), warps=4)
+def quarter(X: Tensor[bf16, (M, N)], Y: Tensor[bf16, (M, N)]):
+    sc = smem(bf16, (BM, BN), layout=row_major)
+    with role("io", warps=range(0, 4)):
+        for t in range(TILES):
+            x = load(X.tile((BM, BN), (block.x * TILES + t, block.y)))
+            y = cast(cast(x, f32) * 0.25, bf16)
+            store(sc, y)
+            tma_store_wait(0)
+            barrier_sync(2, 4)
+            fence_proxy_async()
+            barrier_sync(1, 4)
+            tma_store(Y.tile((BM, BN), (block.x * TILES + t, block.y)), sc)
+        tma_store_wait(0)

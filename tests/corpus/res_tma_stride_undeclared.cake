@@ -1,0 +1,31 @@
+# expect: CK209 20
+# bug: K has no declared divisibility: TMA strides may be misaligned
+BM, BN, BK = 64, 128, 64
+STAGES = 6
+
+M = dim("M")
+N = dim("N", multiple_of=8)
+K = dim("K")
+
+@kernel(arch="sm_90a", grid=(cdiv(M, BM), cdiv(N, BN)), warps=8)
+def linear(A: Tensor[f16, (M, K)], B: Tensor[f16, (N, K)], C: Tensor[f16, (M, N)]):
+    sa = smem(f16, (STAGES, BM, BK), layout=swizzle(128))
+    sb = smem(f16, (STAGES, BN, BK), layout=swizzle(128))
+    ab = pipeline(stages=STAGES, producer="load", consumer="mma")
+    ktiles = cdiv(K, BK)
+
+    with role("load", warps=range(0, 4)):
+        for k in range(ktiles):
+            s = ab.acquire()
+            tma_load(sa[s], A.tile((BM, BK), (block.x, k)), ab)
+            tma_load(sb[s], B.tile((BN, BK), (block.y, k)), ab)
+            ab.commit()
+
+    with role("mma", warps=range(4, 8)):
+        acc = fragment(f32, (BM, BN), layout=wgmma_acc)
+        for k in range(ktiles):
+            s = ab.wait()
+            wgmma(acc, sa[s], sb[s].T)
+            wgmma_wait(0)
+            ab.release()
+        store(C.tile((BM, BN), (block.x, block.y)), cast(acc, f16))
