@@ -182,7 +182,7 @@ class Checker:
 def refusal_message(result: CheckResult) -> str:
     size = len(result.source.data)
     return (f"{result.source.path or 'this document'} is {size / 2**20:.1f} MiB, over the "
-            f"language server's limit of {MAX_DOCUMENT_BYTES / 2**20:g} MiB: it is not "
+            f"language server's limit of {MAX_DOCUMENT_BYTES >> 10} KiB: it is not "
             f"checked, and editor features are off for it. Split it, or check it with "
             f"`cake check`.")
 

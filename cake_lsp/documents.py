@@ -9,7 +9,7 @@ edits arrived in between, then runs `check_source` on that parse with the docume
 (`cake_core/check_cache.py`).
 
 What a check keeps alive for the next one (the parse, its records, the kernels' results)
-takes about 160 bytes of memory per byte of text, so a document over
+takes 160 to 240 bytes of memory per byte of text, so a document over
 `MAX_DOCUMENT_BYTES` is not parsed or checked at all: its result is empty but for the
 refusal, and whatever an earlier, smaller version of it left is dropped.  The text itself
 is still kept, so edits apply and the document is checked again once it is back under
@@ -35,9 +35,10 @@ from cake_core.syntax.reuse import Edit, carry
 from cake_core.verify import Pass
 from cake_lsp.convert import Codec, path_of_uri
 
-MAX_DOCUMENT_BYTES = 1 << 20
-"""The largest document the server checks, in UTF-8 bytes (1 MiB, some 20,000 lines).
-Checked, a document this size holds the server at about 220 MB."""
+MAX_DOCUMENT_BYTES = 512 << 10
+"""The largest document the server checks, in UTF-8 bytes (512 KiB: some 7,500 lines of
+one long kernel, 11,000 of many short ones).  Checked, a document this size holds the
+server under 200 MB, and one check of it from scratch takes a few seconds."""
 
 Stamp = tuple[int, int]
 """(document version, settings generation): what a check result was computed for."""
