@@ -27,7 +27,8 @@ than a check, each keystroke is checked and published while it is the newest).
 Prints a table and writes bench/results/lsp_latency.json.
 Targets: p95 <= 50 ms (200 lines) and <= 150 ms (2,000 lines).
 
-    python bench/lsp_latency.py [--edits 200] [--long] [--bursts 300 [--gap-ms 30]]
+    python bench/lsp_latency.py [--edits 200] [--lines 200 2000] [--long]
+    python bench/lsp_latency.py --bursts 100 [--gap-ms 30]
 """
 
 from __future__ import annotations
@@ -294,9 +295,10 @@ def fmt(x: object) -> str:
     return f"{x!s:>8}"
 
 
-async def main_async(edits: int, long: bool) -> dict[str, object]:
+async def main_async(edits: int, long: bool,
+                     sizes: tuple[int, ...] = (200, 2000)) -> dict[str, object]:
     rows = []
-    for lines in (200, 2000):
+    for lines in sizes:
         for mode in ("push", "pull"):
             rows.append(await run_case(lines, mode, edits))
             print(f"  done: {lines} lines, {mode}", file=sys.stderr)
@@ -314,6 +316,8 @@ def main() -> None:
                         help="measure N bursts of fast typing instead (200 lines, push)")
     parser.add_argument("--gap-ms", type=float, default=30.0,
                         help="time between two keystrokes of a burst")
+    parser.add_argument("--lines", type=int, nargs="+", default=[200, 2000],
+                        help="file sizes to measure (lines)")
     args = parser.parse_args()
     if args.bursts:
         row = asyncio.run(run_bursts(200, args.bursts, args.gap_ms))
@@ -323,7 +327,7 @@ def main() -> None:
         out.write_text(json.dumps(row, indent=2) + "\n")
         print(f"wrote {out.relative_to(ROOT)}")
         return
-    report = asyncio.run(main_async(args.edits, args.long))
+    report = asyncio.run(main_async(args.edits, args.long, tuple(args.lines)))
     cols = ["lines", "mode", "edits", "p50_ms", "p95_ms", "max_ms", "compiler_p50_ms",
             "compiler_p95_ms", "rss_mb_after_100", "rss_mb_at_end", "target_p95_ms",
             "meets_target"]

@@ -136,11 +136,14 @@ class Checker:
                         (time.perf_counter() - started) * 1e3)
             if doc.store(result, stamp):
                 self._note_refusal(doc, result)
+            self._after_check(loop)  # every check, published or not (`heap.py`)
+            if self.server.pull_diagnostics:
+                if stamp == self.stamp(doc):
+                    return
+                continue
             await asyncio.sleep(DRAIN_S)  # take in the edits that arrived during the check
             if stamp == self.stamp(doc):
-                if not self.server.pull_diagnostics:
-                    self.publish(doc, result)
-                self._after_check(loop)
+                self.publish(doc, result)
                 return
             self.superseded += 1
             logger.info("v%d of %s superseded by v%d while checked: not published",
