@@ -20,6 +20,12 @@ A check in a subprocess could be killed, but the parse and the per-kernel caches
 make a check incremental live in this process.  Letting the superseded check finish is
 not wasted either: the next check reuses the kernels it type-checked.
 
+Why an asyncio task per document: pygls 2 runs every handler on one event loop, so the
+task sees each `didChange` as soon as it is applied (the version it compares is plain
+state, no locks), and the edits of a burst reach it together because the server reads
+stdin on that loop (`server.py`).  For clients that pull, the loop is the same, minus the
+publishing: a pull request waits for the check of the version it asks about.
+
 The debounce is short (a few milliseconds) because an edit typed by hand is never part of
 a burst: a human's keystrokes come 50 ms or more apart and each is checked in about 10 ms
 at 200 lines, so each is checked and published while it is the newest.  A longer wait
