@@ -14,10 +14,21 @@ show how much of it is the compiler and how much the server.  Memory is
 the server's resident set size after 100 edits and at the end; `--long` adds a run of
 10,000 edits on the 200-line file to show whether memory grows.
 
+`--bursts N` measures fast typing instead: N bursts of 5 to 15 keystrokes, one every
+`--gap-ms` (default 30 ms) without waiting for diagnostics, each burst typing a suffix onto
+a name (an unknown-name error) and the next one erasing it (clean again), in push mode on
+the 200-line file.  It reports the latency from the last keystroke of a burst to the
+diagnostics of that version (p50/p95) and the stale publishes: diagnostics that arrive
+for a version older than one the client has already sent, which the editor shows for a
+moment over text they no longer match.  Beside them, the intermediate publishes:
+diagnostics of a version that is not the last of its burst, stale or not (at a gap longer
+than a check, each keystroke is checked and published while it is the newest).
+
 Prints a table and writes bench/results/lsp_latency.json.
 Targets: p95 <= 50 ms (200 lines) and <= 150 ms (2,000 lines).
 
-    python bench/lsp_latency.py [--edits 200] [--long]
+    python bench/lsp_latency.py [--edits 200] [--lines 200 2000] [--long]
+    python bench/lsp_latency.py --bursts 100 [--gap-ms 30]
 """
 
 from __future__ import annotations
@@ -68,9 +79,17 @@ class Session:
         self.mode = mode
         self.client = LanguageClient("cake-lsp-bench", "1")
         self.published: dict[tuple[str, int], asyncio.Future[list[lsp.Diagnostic]]] = {}
+        self.versions: list[int] = []
+        """The version of every publication, in order of arrival."""
+        self.sent = 0
+        """The newest version sent."""
+        self.stale = 0
+        """Publications that arrived when a newer version had already been sent."""
         published = self.published
 
         def on_publish(params: lsp.PublishDiagnosticsParams) -> None:
+            self.versions.append(params.version or 0)
+            self.stale += (params.version or 0) < self.sent
             fut = published.get((params.uri, params.version or 0))
             if fut is not None and not fut.done():
                 fut.set_result(list(params.diagnostics))
@@ -202,15 +221,84 @@ async def run_case(lines: int, mode: str, edits: int) -> dict[str, object]:
     }
 
 
+def burst_plan(text: str, bursts: int) -> list[list[tuple[int, int, str]]]:
+    """Bursts of keystrokes (line, column, text): odd bursts type a suffix of 5 to 15
+    letters onto a name in a code line, even ones erase it again with backspaces."""
+    lines = text.split("\n")
+    spots = []
+    for i, text_line in enumerate(lines):
+        stripped = text_line.strip()
+        if stripped and not stripped.startswith("#") and "=" in text_line:
+            indent = len(text_line) - len(text_line.lstrip())
+            spots.append((i, indent + len(stripped.split("=")[0].rstrip())))
+    plan = []
+    for b in range(bursts // 2):
+        line, col = spots[(b * 7919) % len(spots)]
+        n = 5 + (b * 7) % 11
+        plan.append([(line, col + k, "abcdefghijklmno"[k]) for k in range(n)])
+        plan.append([(line, col + n - 1 - k, "") for k in range(n)])
+    return plan
+
+
+async def run_bursts(lines: int, bursts: int, gap_ms: float) -> dict[str, object]:
+    text = synthetic(lines)
+    s = Session("push")
+    await s.start()
+    uri = (ROOT / "bench" / "data" / f"lsp-burst-{lines}.cake").as_uri()
+    first = s.expect(uri, 1)
+    s.client.text_document_did_open(lsp.DidOpenTextDocumentParams(
+        text_document=lsp.TextDocumentItem(uri=uri, language_id="cake", version=1, text=text)))
+    await s.diagnostics(uri, 1, first)
+    version = 1
+    latencies: list[float] = []
+    last_of_burst: set[int] = {1}
+    errors = 0
+    for keys in burst_plan(text, bursts):
+        pending = None
+        for k, (line, col, new) in enumerate(keys):
+            version += 1
+            start = lsp.Position(line=line, character=col)
+            end = start if new else lsp.Position(line=line, character=col + 1)
+            if k == len(keys) - 1:
+                pending = s.expect(uri, version)
+                last_of_burst.add(version)
+            t0 = time.perf_counter()
+            s.sent = version
+            s.client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+                text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[lsp.TextDocumentContentChangePartial(
+                    range=lsp.Range(start=start, end=end), text=new)]))
+            if k < len(keys) - 1:
+                await asyncio.sleep(gap_ms / 1e3)
+        assert pending is not None
+        diags = await s.diagnostics(uri, version, pending)
+        latencies.append((time.perf_counter() - t0) * 1e3)
+        errors += bool(diags)
+        await asyncio.sleep(0.05)  # a pause between bursts; stale publishes still count
+    rss_end = rss_mb(s.pid)
+    await s.stop()
+    intermediate = sum(v not in last_of_burst for v in s.versions)
+    return {
+        "lines": text.count("\n"), "mode": "burst", "bursts": len(latencies),
+        "gap_ms": gap_ms, "keystrokes": version - 1, "bursts_with_errors": errors,
+        "publishes": len(s.versions), "stale_publishes": s.stale,
+        "intermediate_publishes": intermediate,
+        "last_edit_p50_ms": pct(latencies, 0.5), "last_edit_p95_ms": pct(latencies, 0.95),
+        "last_edit_max_ms": max(latencies), "rss_mb_at_end": rss_end,
+        "target_p95_ms": 100.0, "meets_target": pct(latencies, 0.95) <= 100.0 and not s.stale,
+    }
+
+
 def fmt(x: object) -> str:
     if isinstance(x, float):
         return f"{x:8.1f}"
     return f"{x!s:>8}"
 
 
-async def main_async(edits: int, long: bool) -> dict[str, object]:
+async def main_async(edits: int, long: bool,
+                     sizes: tuple[int, ...] = (200, 2000)) -> dict[str, object]:
     rows = []
-    for lines in (200, 2000):
+    for lines in sizes:
         for mode in ("push", "pull"):
             rows.append(await run_case(lines, mode, edits))
             print(f"  done: {lines} lines, {mode}", file=sys.stderr)
@@ -224,8 +312,22 @@ def main() -> None:
     parser.add_argument("--edits", type=int, default=200, help="edits per file and mode")
     parser.add_argument("--long", action="store_true",
                         help="also 10,000 edits on the 200-line file (memory growth)")
+    parser.add_argument("--bursts", type=int, default=0,
+                        help="measure N bursts of fast typing instead (200 lines, push)")
+    parser.add_argument("--gap-ms", type=float, default=30.0,
+                        help="time between two keystrokes of a burst")
+    parser.add_argument("--lines", type=int, nargs="+", default=[200, 2000],
+                        help="file sizes to measure (lines)")
     args = parser.parse_args()
-    report = asyncio.run(main_async(args.edits, args.long))
+    if args.bursts:
+        row = asyncio.run(run_bursts(200, args.bursts, args.gap_ms))
+        print("\n".join(f"{k:>20} {fmt(v)}" for k, v in row.items()))
+        out = RESULTS.with_name("lsp_bursts.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(row, indent=2) + "\n")
+        print(f"wrote {out.relative_to(ROOT)}")
+        return
+    report = asyncio.run(main_async(args.edits, args.long, tuple(args.lines)))
     cols = ["lines", "mode", "edits", "p50_ms", "p95_ms", "max_ms", "compiler_p50_ms",
             "compiler_p95_ms", "rss_mb_after_100", "rss_mb_at_end", "target_p95_ms",
             "meets_target"]

@@ -7,6 +7,13 @@ tree-sitter re-parse over the region that changed since the last check, however 
 edits arrived in between, then runs `check_source` on that parse with the document's
 `KernelChecks`, so that only the kernels the edits touched are type-checked again
 (`cake_core/check_cache.py`).
+
+What a check keeps alive for the next one (the parse, its records, the kernels' results)
+takes 160 to 240 bytes of memory per byte of text, so a document over
+`MAX_DOCUMENT_BYTES` is not parsed or checked at all: its result is empty but for the
+refusal, and whatever an earlier, smaller version of it left is dropped.  The text itself
+is still kept, so edits apply and the document is checked again once it is back under
+the limit.
 """
 
 from __future__ import annotations
@@ -27,6 +34,11 @@ from cake_core.syntax.parser import Document
 from cake_core.syntax.reuse import Edit, carry
 from cake_core.verify import Pass
 from cake_lsp.convert import Codec, path_of_uri
+
+MAX_DOCUMENT_BYTES = 512 << 10
+"""The largest document the server checks, in UTF-8 bytes (512 KiB: some 7,500 lines of
+one long kernel, 11,000 of many short ones).  Checked, a document this size holds the
+server under 200 MB, and one check of it from scratch takes a few seconds."""
 
 Stamp = tuple[int, int]
 """(document version, settings generation): what a check result was computed for."""
@@ -60,6 +72,8 @@ class OpenDocument:
         """The latest result that built kernels (completion falls back on it mid-edit)."""
         self.task: asyncio.Task[None] | None = None
         self.closed = False
+        self.refused = False
+        """Whether the latest result is the refusal of a text over the size limit."""
         self.changed = asyncio.Event()
         """Set whenever a new result is stored (pull requests wait on it)."""
         self._index: tuple[CheckResult, SymbolIndex] | None = None
@@ -113,6 +127,9 @@ class OpenDocument:
     # -- the worker thread side ---------------------------------------------------------------
     def analyze(self, text: str, options: CheckOptions) -> CheckResult:
         """Bring the parse up to `text` and check it (runs on the checker's thread)."""
+        if too_large(text):
+            self.doc, self.kernels = None, KernelChecks()
+            return CheckResult(SourceFile(text, self.path), None, None)
         text = text.removeprefix("\ufeff")  # as SourceFile does, or every check re-parses
         if self.doc is None:
             self.doc = Document(text, self.path)
@@ -122,6 +139,19 @@ class OpenDocument:
                             registry=options.plugins.registry, passes=options.passes,
                             kernel_passes=options.kernel_passes, parsed=self.doc.result,
                             kernels=self.kernels)
+
+
+def too_large(text: str) -> bool:
+    """Whether `text` is over `MAX_DOCUMENT_BYTES` (encoded only when it might be)."""
+    if len(text) > MAX_DOCUMENT_BYTES:
+        return True
+    return 4 * len(text) > MAX_DOCUMENT_BYTES and \
+        len(text.encode("utf-8", errors="surrogatepass")) > MAX_DOCUMENT_BYTES
+
+
+def refused(result: CheckResult) -> bool:
+    """Whether `result` is the refusal of a document over the size limit."""
+    return result.parse is None and len(result.source.data) > MAX_DOCUMENT_BYTES
 
 
 def _sync(doc: Document, text: str) -> None:
@@ -207,5 +237,5 @@ class DocumentStore:
         return len(self._docs)
 
 
-__all__ = ["CheckOptions", "DocumentStore", "OpenDocument", "Stamp", "UnknownDocument",
-           "changed_region"]
+__all__ = ["MAX_DOCUMENT_BYTES", "CheckOptions", "DocumentStore", "OpenDocument", "Stamp",
+           "UnknownDocument", "changed_region", "refused", "too_large"]

@@ -5,7 +5,12 @@ request into a library call and converts the answer (`convert.py`).  This module
 the server object (documents, settings, the checker, the guarded verifier passes), the
 protocol tweaks pygls needs for a server that must never go silent, and the entry point.
 
-Transports: stdio (the default) and `--tcp HOST:PORT`.  Over TCP the server accepts one
+Transports: stdio (the default) and `--tcp HOST:PORT`.  On stdio the event loop reads
+the pipe itself (`serve_stdio`): pygls' own stdin reader hands every header line and body
+to a thread and back, and while a check holds the interpreter each of those hops waits
+for it, so a burst of edits trickled in one message per check and every intermediate
+version was checked and published.  Read by the loop, a burst already sent is taken in at
+once and folded into one check.  Over TCP the server accepts one
 connection at a time and keeps listening after each one ends, each connection with a
 fresh session, so a health check that connects and disconnects does not stop it.
 """
@@ -21,11 +26,11 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
-from pygls.io_ import run_async
+from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -38,8 +43,14 @@ from cake_core.plugins import PluginSet, load_config, load_plugins
 from cake_core.primitives.registry import Registry
 from cake_core.source import SourceFile
 from cake_lsp import convert
-from cake_lsp.checking import Checker
-from cake_lsp.documents import CheckOptions, DocumentStore, OpenDocument, UnknownDocument
+from cake_lsp.checking import Checker, refusal_message
+from cake_lsp.documents import (
+    CheckOptions,
+    DocumentStore,
+    OpenDocument,
+    UnknownDocument,
+    refused,
+)
 from cake_lsp.guard import PassGuard
 from cake_lsp.heap import Heap
 from cake_lsp.settings import Settings, parse_settings
@@ -235,6 +246,12 @@ class CakeLanguageServer(LanguageServer):
         pd = td.publish_diagnostics if td is not None else None
         related = pd is None or pd.related_information is not False
         version = doc.stamp[0] if doc.stamp is not None else doc.version
+        if refused(result):
+            return [lsp.Diagnostic(
+                range=lsp.Range(start=lsp.Position(line=0, character=0),
+                                end=lsp.Position(line=0, character=0)),
+                message=refusal_message(result), severity=lsp.DiagnosticSeverity.Warning,
+                code="document-too-large", source="cake")]
         return [convert.diagnostic(d, result.source, self.codec, uri=doc.uri, version=version,
                                    docs_base=self.docs_base, related_support=related)
                 for d in result.diagnostics]
@@ -278,6 +295,36 @@ class CakeLanguageServer(LanguageServer):
                     doc.task.cancel()
             self.checker.shutdown()
             writer.close()
+
+
+    def start_io(self, stdin: BinaryIO | None = None,
+                 stdout: BinaryIO | None = None) -> None:
+        """Serve over stdin/stdout until `exit` or the end of input."""
+        try:
+            asyncio.run(self.serve_stdio(stdin or sys.stdin.buffer,
+                                         stdout or sys.stdout.buffer))
+        except BrokenPipeError:
+            logger.error("connection to the client lost; shutting down")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
+    async def serve_stdio(self, stdin: BinaryIO, stdout: BinaryIO) -> None:
+        loop = asyncio.get_running_loop()
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout))
+        reader: Any
+        try:
+            reader = asyncio.StreamReader(loop=loop)
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+        except (ValueError, OSError, NotImplementedError):
+            # stdin is a regular file, or the loop cannot watch pipes: pygls' reader
+            reader = StdinAsyncReader(stdin, self.thread_pool)
+        with contextlib.suppress(asyncio.IncompleteReadError):
+            await run_async(stop_event=self._stop_event, reader=reader,
+                            protocol=self.protocol, logger=logger,
+                            error_handler=self.report_server_error)
 
 
 def create_server(*, exit_process: bool = True,

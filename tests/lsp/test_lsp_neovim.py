@@ -16,6 +16,8 @@ from lsp_support import (
 )
 from lsprotocol import types as lsp
 
+from cake_lsp.documents import MAX_DOCUMENT_BYTES
+
 pytestmark = [pytest.mark.asyncio(loop_scope="module"),
               pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")]
 
@@ -104,3 +106,11 @@ async def test_multi_byte_edits_keep_text_in_step(client: RecordingClient) -> No
         change(client, uri, version, [(lsp.Range(start=at, end=end), "")])
         text = text.replace(f'role("l{piece}d"', 'role("ld"')
         assert not any(f"l{piece}d" in d.message for d in await pulled(client, uri))
+
+
+async def test_a_document_over_the_size_limit_is_refused_in_the_pulled_report(
+        client: RecordingClient) -> None:
+    uri = new_uri("huge")
+    open_doc(client, uri, GEMM + "#" * (MAX_DOCUMENT_BYTES + 1) + "\n")
+    [d] = await pulled(client, uri)
+    assert d.code == "document-too-large" and d.range.start.line == 0
