@@ -15,9 +15,9 @@ output shows up as a wrong or nondeterministic result even when nothing is flagg
 
 The runtime completes asynchronous operations (TMA, cp.async, wgmma, bulk stores) in one
 of two orders: lazily, deferred until the scheduler picks them or a wait needs them, or
-eagerly, at issue (`EAGER`).  Lazy
-completion catches a read before the wait that makes the data visible; eager completion
-catches a copy that overwrites a stage before its readers released it.  Order `both` (the
+eagerly, at issue (`EAGER`).  Lazy completion catches a read before the wait that makes
+the data visible; eager completion catches a copy that overwrites a stage before its
+readers released it.  Order `both` (the
 default) runs the first launch on each input set lazily and the second eagerly, rather than
 one order per input set or both orders per launch: it costs no launch more than one order,
 each input set's two outputs are compared across the two orders (a result that depends on
