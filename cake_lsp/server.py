@@ -10,7 +10,8 @@ the pipe itself (`serve_stdio`): pygls' own stdin reader hands every header line
 to a thread and back, and while a check holds the interpreter each of those hops waits
 for it, so a burst of edits trickled in one message per check and every intermediate
 version was checked and published.  Read by the loop, a burst already sent is taken in at
-once and folded into one check.  Over TCP the server accepts one
+once and folded into one check.  Frames are read by `framing.py`, which survives a
+malformed one.  Over TCP the server accepts one
 connection at a time and keeps listening after each one ends, each connection with a
 fresh session, so a health check that connects and disconnects does not stop it.
 """
@@ -30,7 +31,7 @@ from typing import Any, BinaryIO
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
-from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
+from pygls.io_ import StdinAsyncReader, StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -51,6 +52,7 @@ from cake_lsp.documents import (
     UnknownDocument,
     refused,
 )
+from cake_lsp.framing import quiet_schema_errors, serve_messages
 from cake_lsp.guard import PassGuard
 from cake_lsp.heap import Heap
 from cake_lsp.settings import Settings, parse_settings
@@ -72,7 +74,7 @@ class _Rejected:
 
 
 class CakeProtocol(LanguageServerProtocol):
-    """pygls' protocol with four changes.
+    """pygls' protocol with five changes.
 
     * A request with malformed params is answered with InvalidParams; pygls would drop
       it while deserializing and leave the client waiting forever.
@@ -80,6 +82,8 @@ class CakeProtocol(LanguageServerProtocol):
       built-in handler) is forgotten once done; pygls 2.1 keeps every one of them, which
       grows the server by about a kilobyte per edit.
     * `exit` ends only the connection when the server outlives it (TCP).
+    * A handler that refuses its params with a JSON-RPC error is answered with it and
+      logged in one line, not with a traceback.
     * `workspace/executeCommand` hands the command handler the whole request params
       (so it sees the work-done token) instead of arguments matched to its signature.
     """
@@ -109,6 +113,16 @@ class CakeProtocol(LanguageServerProtocol):
             callback.func == self._send_handler_result
         if future is not None and not answers_request:
             future.add_done_callback(lambda _: self._request_futures.pop(msg_id, None))
+
+    def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
+        # A handler that refuses its params (a position past the end) has answered, not
+        # failed: pygls would log a full traceback for it.
+        if not future.cancelled() and isinstance(exc := future.exception(), JsonRpcException):
+            self._request_futures.pop(msg_id, None)
+            logger.info("request %s refused: %s", msg_id, exc)
+            self._send_response(msg_id, error=exc.to_response_error())
+            return
+        super()._send_handler_result(future, msg_id=msg_id)
 
     @lsp_method(lsp.EXIT)
     def lsp_exit(self, *args: Any) -> Any:
@@ -284,9 +298,7 @@ class CakeLanguageServer(LanguageServer):
         self._stop_event = threading.Event()
         self.protocol.set_writer(writer)
         try:
-            await run_async(stop_event=self._stop_event, reader=reader,
-                            protocol=self.protocol, logger=logger,
-                            error_handler=self.report_server_error)
+            await serve_messages(self._stop_event, reader, self.protocol)
         except (ConnectionError, asyncio.IncompleteReadError):
             logger.info("client connection lost")
         finally:
@@ -322,9 +334,7 @@ class CakeLanguageServer(LanguageServer):
             # stdin is a regular file, or the loop cannot watch pipes: pygls' reader
             reader = StdinAsyncReader(stdin, self.thread_pool)
         with contextlib.suppress(asyncio.IncompleteReadError):
-            await run_async(stop_event=self._stop_event, reader=reader,
-                            protocol=self.protocol, logger=logger,
-                            error_handler=self.report_server_error)
+            await serve_messages(self._stop_event, reader, self.protocol)
 
 
 def create_server(*, exit_process: bool = True,
@@ -332,6 +342,7 @@ def create_server(*, exit_process: bool = True,
     """A server with every feature registered (one per module under `features/`)."""
     from cake_lsp.features import register_all
 
+    quiet_schema_errors()
     server = CakeLanguageServer(exit_process=exit_process, environ=environ)
     register_all(server)
     return server
