@@ -111,6 +111,11 @@ class AgentRun:
         barriers that race stem from one missing barrier, reported once."""
         self.reads: list[tuple[Region, Op]] = []
         self.unfenced: list[tuple[Region, Op]] = []
+        self.fenced_unmet: list[tuple[Region, Op, Op]] = []
+        """Generic writes by many threads, fenced (region, write, fence) but with no barrier
+        of the agent's warps since the fence: each thread's fence orders only its own
+        writes, so another thread's async-proxy read is ordered after them only by a
+        barrier that follows every writer's fence."""
         self.waits: dict[BarKey, list[int]] = {}
         self.offset: dict[BarKey, int] = {}
         self.unsynced: list[Op] = []
@@ -295,6 +300,11 @@ class AgentRun:
                 if r.overlaps(region):
                     self.unfenced_read(op, wop, region)
                     break
+            else:
+                for r, wop, fop in self.fenced_unmet:
+                    if r.overlaps(region):
+                        self.fence_unmet_read(op, wop, fop, region)
+                        break
         self.reads.append((region, op))
 
     def write(self, op: Op, region: Region, group: str | None) -> None:
@@ -387,6 +397,7 @@ class AgentRun:
             ev.sync = BarrierSync(bid, warps or self.facts.kernel.warps, kind == "sync")
             if kind == "sync" and ev.sync.warps >= self.agent.warps:
                 self.unsynced.clear()
+                self.fenced_unmet.clear()
                 self.bulk_waited.clear()
                 for p in self.bulk:
                     self.bulk_met.setdefault(id(p), op)
@@ -397,6 +408,8 @@ class AgentRun:
                 self.cp_writes = [w for w in self.cp_writes if w.done_epoch is None]
         elif eff.fence == "proxy_async":
             ev.fence_proxy = True
+            self.fenced_unmet += [(r, wop, op) for r, wop in self.unfenced
+                                  if not by_one_thread(wop)]
             self.unfenced.clear()
         elif eff.copy_bar is not None:
             ct = eff.copy_bar.type
@@ -481,6 +494,17 @@ class AgentRun:
             related=[Related(wop.span, "the generic write")],
             fixes=[Fix("fence the write: `fence_proxy_async()`", (self.facts.insert_after(
                 wop.span, "fence_proxy_async()"),))]))
+
+    def fence_unmet_read(self, op: Op, wop: Op, fop: Op, region: Region) -> None:
+        self.once(("309", id(op)), codes.MISSING_PROXY_FENCE.at(
+            op.span, f"`{op.prim.name}` reads {region.describe()} through the async proxy, but "
+            f"the threads that wrote it (line {wop.span.start.line + 1}) fence their writes "
+            f"only on line {fop.span.start.line + 1}, after the last barrier of "
+            f"{self.agent.label}: a thread's fence orders its own writes, so the fences must "
+            "come before the barrier that hands the data over",
+            related=[Related(fop.span, "the fence, after the barrier"),
+                     Related(wop.span, "the generic write")],
+            notes=["order: write, `fence_proxy_async()`, barrier, then the async-proxy read"]))
 
     # -- helpers --
     def barrier_fix(self, op: Op, after: bool = False) -> list[Fix]:
