@@ -266,7 +266,10 @@ def test_arrive_count_argument_is_counted() -> None:
 def test_a_waited_barrier_nobody_arrives_on() -> None:
     bad = edit(RAW, '            empty[s].arrive(per="warp")\n', "")
     d = only(bad, "CK303")
-    assert "nothing arrives on it" in d.message
+    assert "no role arrives on" in d.message
+    # the orphan wait is the bug: reported there, with the declaration as related information
+    assert d.span.start.line + 1 == line_of(bad, "empty[s].wait(")
+    assert [r.span.start.line + 1 for r in d.related] == [line_of(bad, "empty = mbarrier")]
 
 
 # --- CK304 stage spans ---
@@ -471,7 +474,9 @@ def g(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (N, K)], C: Tensor[bf16, (M, N)])
 def test_missing_fence_and_sync_after_mbarrier_init() -> None:
     bad = edit(RAW, "    fence_barrier_init()\n    syncthreads()\n", "")
     d = only(bad, "CK310")
-    assert d.span.start.line + 1 == line_of(bad, "empty = mbarrier")
+    # at the first use, where the uninitialised barrier is touched; the creation is related
+    assert d.span.start.line + 1 == line_of(bad, "empty[s].wait(")
+    assert [r.span.start.line + 1 for r in d.related] == [line_of(bad, "empty = mbarrier")]
     assert fixed(bad, d) == RAW
 
 
