@@ -468,6 +468,14 @@ def g(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (N, K)], C: Tensor[bf16, (M, N)])
     assert run(text) == []
     d = only(edit(text, "        fence_proxy_async()\n", ""), "CK309")
     assert d.fixes[0].applicability is Applicability.SAFE
+    # the fence after the barrier covers each thread's own writes only: too late for the
+    # other warps' copies the wgmma reads; the safe fix moves it back above the barrier
+    late = edit(text, "        fence_proxy_async()\n        syncthreads()\n        wgmma(",
+                "        syncthreads()\n        fence_proxy_async()\n        wgmma(")
+    d = only(late, "CK309")
+    assert d.span.start.line + 1 == line_of(late, "wgmma(acc")
+    assert {r.span.start.line + 1 for r in d.related} >= {line_of(late, "fence_proxy_async()")}
+    assert d.fixes[0].applicability is Applicability.SAFE and fixed(late, d) == text
 
 
 # --- CK310 barrier initialisation ---
