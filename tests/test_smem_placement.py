@@ -134,3 +134,22 @@ def test_a_placed_kernel_compiles(tmp_path: Path) -> None:
     assert rep.ok, [d.message for d in rep.diagnostics]
     (k,) = rep.kernels
     assert k.smem_plan == 49152 + 8192
+
+
+def test_the_simulator_sees_a_race_through_shared_bytes() -> None:
+    """The epilogue tile written over the ring before every warp left the loop: the
+    simulator compares absolute addresses, so the two buffers are one record list."""
+    from cake_core.sim import SimKernel, run_schedules
+    from cake_core.sim.inputs import default_dims, random_inputs
+
+    page = (RULES / "CK317.md").read_text(encoding="utf-8")
+    bad, good = (part.split("```python\n")[1].split("```")[0]
+                 for part in page.split("## Use instead"))
+    found: dict[str, set[str]] = {}
+    for name, text in (("good", good), ("bad", bad)):
+        sk = SimKernel.from_text(text, "k.cake")
+        dims = default_dims(sk, 256)
+        runs = run_schedules(sk, dims, random_inputs(sk, dims, skip=("C",)), n=1)
+        found[name] = {d.message for r in runs for d in r.diagnostics}
+    assert found["good"] == set()
+    assert any("placed on the same bytes" in m for m in found["bad"]), found["bad"]
