@@ -272,6 +272,14 @@ def test_a_waited_barrier_nobody_arrives_on() -> None:
     assert [r.span.start.line + 1 for r in d.related] == [line_of(bad, "empty = mbarrier")]
 
 
+def test_a_first_wait_with_parity_one_does_not_wait() -> None:
+    """Parity 1 on a fresh barrier returns at once: said so, at the wait."""
+    bad = edit(RAW, "full[s].wait((k // STAGES) % 2)", "full[s].wait((k // STAGES + 1) % 2)")
+    d = only(bad, "CK312")
+    assert "first wait" in d.message and "does not wait for phase 0" in d.message
+    assert d.span.start.line + 1 == line_of(bad, "full[s].wait(")
+
+
 # --- CK304 stage spans ---
 def test_producer_write_after_commit() -> None:
     bad = edit(GEMM, "            tma_load(sb[s], B.tile((BN, BK), (block.y, k)), ab)\n"
