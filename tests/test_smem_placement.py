@@ -72,6 +72,7 @@ def test_the_plan_keeps_hand_placed_offsets_and_fits_the_rest_around_them() -> N
     # `st` is planned: first fit past every placed byte, aligned to its 512 B atom
     assert at["st"] == (49152, 49152 + 128 * 32 * 2)
     assert plan.total == 49152 + 8192 and plan.padding_bytes == 0
+    assert plan.buffer_bytes == plan.total  # sc's bytes are sa's: counted once
 
 
 def test_overlap_without_a_block_barrier_is_one_finding_at_the_later_buffer() -> None:

@@ -64,7 +64,13 @@ class SmemPlan:
 
     @property
     def buffer_bytes(self) -> int:
-        return sum(p.nbytes for p in self.placements if p.kind == "buffer")
+        """Bytes covered by buffers: hand-placed buffers sharing bytes count them once."""
+        covered, end = 0, 0
+        for p in sorted((p for p in self.placements if p.kind == "buffer"),
+                        key=lambda p: p.offset):
+            covered += max(0, p.end - max(p.offset, end))
+            end = max(end, p.end)
+        return covered
 
     @property
     def barrier_bytes(self) -> int:
