@@ -458,9 +458,13 @@ def test_wgmma_accumulator_layout_and_dtype() -> None:
     d = only(text.replace("layout=wgmma_acc", "layout=mma_acc"))
     assert d.code == "CK104" and "wgmma_acc" in d.message
     text = text.replace("acc = fragment(f32", "acc = fragment(f16")
-    d = only(text.replace("store(C.tile((64, 64), (block.x, 0)), acc)",
-                          "store(C.tile((64, 64), (block.x, 0)), cast(acc, f32))"))
-    assert d.code == "CK106" and "accumulator must be f32" in d.message
+    bad = text.replace("store(C.tile((64, 64), (block.x, 0)), acc)",
+                       "store(C.tile((64, 64), (block.x, 0)), cast(acc, f32))")
+    d = only(bad)
+    assert d.code == "CK106" and "accumulates in f32" in d.message
+    # reported where the dtype is chosen, with the MMA as related information
+    assert "fragment(f16" in bad.splitlines()[d.span.start.line]
+    assert ["wgmma(" in bad.splitlines()[r.span.start.line] for r in d.related] == [True]
 
 
 MMA_SYNC = """\

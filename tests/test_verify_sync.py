@@ -266,7 +266,18 @@ def test_arrive_count_argument_is_counted() -> None:
 def test_a_waited_barrier_nobody_arrives_on() -> None:
     bad = edit(RAW, '            empty[s].arrive(per="warp")\n', "")
     d = only(bad, "CK303")
-    assert "nothing arrives on it" in d.message
+    assert "no role arrives on" in d.message
+    # the orphan wait is the bug: reported there, with the declaration as related information
+    assert d.span.start.line + 1 == line_of(bad, "empty[s].wait(")
+    assert [r.span.start.line + 1 for r in d.related] == [line_of(bad, "empty = mbarrier")]
+
+
+def test_a_first_wait_with_parity_one_does_not_wait() -> None:
+    """Parity 1 on a fresh barrier returns at once: said so, at the wait."""
+    bad = edit(RAW, "full[s].wait((k // STAGES) % 2)", "full[s].wait((k // STAGES + 1) % 2)")
+    d = only(bad, "CK312")
+    assert "first wait" in d.message and "does not wait for phase 0" in d.message
+    assert d.span.start.line + 1 == line_of(bad, "full[s].wait(")
 
 
 # --- CK304 stage spans ---
@@ -465,13 +476,23 @@ def g(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (N, K)], C: Tensor[bf16, (M, N)])
     assert run(text) == []
     d = only(edit(text, "        fence_proxy_async()\n", ""), "CK309")
     assert d.fixes[0].applicability is Applicability.SAFE
+    # the fence after the barrier covers each thread's own writes only: too late for the
+    # other warps' copies the wgmma reads; the safe fix moves it back above the barrier
+    late = edit(text, "        fence_proxy_async()\n        syncthreads()\n        wgmma(",
+                "        syncthreads()\n        fence_proxy_async()\n        wgmma(")
+    d = only(late, "CK309")
+    assert d.span.start.line + 1 == line_of(late, "wgmma(acc")
+    assert {r.span.start.line + 1 for r in d.related} >= {line_of(late, "fence_proxy_async()")}
+    assert d.fixes[0].applicability is Applicability.SAFE and fixed(late, d) == text
 
 
 # --- CK310 barrier initialisation ---
 def test_missing_fence_and_sync_after_mbarrier_init() -> None:
     bad = edit(RAW, "    fence_barrier_init()\n    syncthreads()\n", "")
     d = only(bad, "CK310")
-    assert d.span.start.line + 1 == line_of(bad, "empty = mbarrier")
+    # at the first use, where the uninitialised barrier is touched; the creation is related
+    assert d.span.start.line + 1 == line_of(bad, "empty[s].wait(")
+    assert [r.span.start.line + 1 for r in d.related] == [line_of(bad, "empty = mbarrier")]
     assert fixed(bad, d) == RAW
 
 

@@ -271,6 +271,13 @@ BULK_SOURCE_OVERWRITTEN = _builtin(
     "Threads overwrite a TMA store's source that only the issuing thread waited for, with "
     "no barrier after that wait.",
     fix=FixAvailability.SOMETIMES)
+# CK317, CK318: buffers placed by hand with smem(..., offset=) (cake_core/verify/placement.py)
+SMEM_OVERLAP = _builtin(
+    "CK317", "smem-overlap",
+    "Two buffers placed by hand share bytes while both are live.")
+SMEM_OFFSET_MISALIGNED = _builtin(
+    "CK318", "smem-offset-misaligned",
+    "A buffer placed by hand is not aligned as its layout and TMA need.")
 
 # --- CK4xx: layouts and memory access (cake_core/verify/layout.py, bounds.py) --------------
 SWIZZLE_ROW_MISMATCH = _builtin(

@@ -56,6 +56,8 @@ class CallEvaluation(ViewEvaluation):
         """This kernel's op results not yet bound to a name, by identity (see `bind`).  By
         provenance, not by name: a user's global may well be called `_t1`."""
         self._arch_reported: dict[str, Diagnostic] = {}  # primitive -> its CK108
+        self._reported_at: set[tuple[str, object, object]] = set()
+        """Findings a type rule placed outside its call (at a declaration), so far."""
 
     def _call(self, e: ast.Call, targets: tuple[str, ...]) -> Value:
         if isinstance(e.func, ast.Name):
@@ -175,7 +177,16 @@ class CallEvaluation(ViewEvaluation):
             return error_value(span)
         found = ctx.diagnostics
         if found:
-            self.diags.extend(found)
+            # A rule that reports at a declaration (an accumulator's dtype) fires at every
+            # use; the declaration is one bug, so one finding.
+            seen = self._reported_at
+            for d in found:
+                where = (d.code, d.span.start, d.span.end)
+                if d.span.start < span.start or span.end < d.span.end:
+                    if where in seen:
+                        continue
+                    seen.add(where)
+                self.diags.append(d)
             if not any(d.severity.value == "warning" for d in found):
                 return error_value(span)
         if isinstance(result, ErrorType):

@@ -74,7 +74,8 @@ class KernelBuilder:
         self.ev.k = None
 
     # -- KernelScope ------------------------------------------------------------------
-    def add_smem(self, name: str, ty: SmemType, span: Span) -> None:
+    def add_smem(self, name: str, ty: SmemType, span: Span, offset: int | None = None,
+                 offset_span: Span | None = None) -> None:
         assert self.kernel is not None
         shape = tuple([d.const or 0 for d in ty.shape])
         n = numel(ty.shape) or 0
@@ -83,7 +84,7 @@ class KernelBuilder:
             n = rows * (shape[-1] + ty.layout.pad)
         align = SWIZZLE_ALIGN.get(ty.layout.swizzle, 16)
         self.kernel.smem.append(SmemAlloc(name, ty.dtype, shape, ty.layout, n * ty.dtype.bytes,
-                                          align, span))
+                                          align, span, "buffer", offset, offset_span))
 
     def add_barriers(self, name: str, count: int, span: Span) -> None:
         assert self.kernel is not None

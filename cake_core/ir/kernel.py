@@ -132,6 +132,9 @@ class SmemAlloc:
     align: int
     span: Span
     kind: str = "buffer"  # "buffer" | "barrier"
+    offset: int | None = None
+    """A byte offset the kernel placed the buffer at (`smem(..., offset=)`); None: planned."""
+    offset_span: Span | None = None
 
 
 @dataclass(eq=False, slots=True)

@@ -334,9 +334,11 @@ class SimContext:
                      "writes become visible to it only after `fence_proxy_async()` in the "
                      "writing threads, before the synchronisation that orders the read"]
         else:
+            other = "" if a.buffer.name == b.buffer.name else \
+                f" of `{a.buffer.name}`, placed on the same bytes,"
             msg = (f"data race on `{b.buffer.name}`: this {b.kind} of bytes "
                    f"{b.relative(b.lo, b.hi)} by {b.who} is not ordered with the {a.kind} of "
-                   f"bytes {a.relative(a.lo, a.hi)} by {a.who} (overlap {rng})")
+                   f"bytes {a.relative(a.lo, a.hi)}{other} by {a.who} (overlap {rng})")
             notes = ["nothing (barrier phase, pipeline wait/release, syncthreads, or a "
                      "cp_async/wgmma/tma_store wait) orders the two accesses, so another "
                      "interleaving reads or writes different data"]

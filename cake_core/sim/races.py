@@ -117,14 +117,32 @@ def _covers(a: Access, b: Access) -> bool:
 
 
 class RaceLog:
-    """The live access records of one block's shared memory, by buffer."""
+    """The live access records of one block's shared memory, by buffer.
+
+    Buffers placed by hand (`smem(..., offset=)`) may share bytes; such buffers share one
+    record list, so an access through one is checked against accesses through the other
+    (addresses are absolute, so the byte comparison needs nothing else).
+    """
 
     def __init__(self) -> None:
         self.by_buffer: dict[str, list[Access]] = {}
+        self._key: dict[str, str] = {}
+        self._ranges: list[tuple[int, int, str]] = []
+
+    def key(self, buf: Buffer) -> str:
+        """The record list of `buf`: its own, or that of a buffer it overlaps."""
+        k = self._key.get(buf.name)
+        if k is None:
+            lo, hi = buf.offset, buf.offset + buf.nbytes
+            k = next((key for a, b, key in self._ranges if a < hi and lo < b), buf.name)
+            self._key[buf.name] = k
+            self._ranges.append((lo, hi, k))
+        return k
 
     def access(self, acc: Access, vc: VC) -> Conflict | None:
         """Record `acc` (made by an actor whose clock is `vc`); return what it conflicts with."""
-        recs = self.by_buffer.setdefault(acc.buffer.name, [])
+        name = self.key(acc.buffer)
+        recs = self.by_buffer.setdefault(name, [])
         found: Conflict | None = None
         keep: list[Access] = []
         for r in recs:
@@ -142,5 +160,5 @@ class RaceLog:
                 continue  # acc supersedes r: anything racing with r also races with acc
             keep.append(r)
         keep.append(acc)
-        self.by_buffer[acc.buffer.name] = keep
+        self.by_buffer[name] = keep
         return found

@@ -18,7 +18,7 @@ from cake_core.source import SourceFile
 Pass = Callable[[Program, SourceFile], list[Diagnostic]]
 
 #: Modules under cake_core.verify that hold built-in passes, in the order they run.
-BUILTIN_PASSES: tuple[str, ...] = ("resources", "layout", "bounds", "sync",
+BUILTIN_PASSES: tuple[str, ...] = ("resources", "placement", "layout", "bounds", "sync",
                                    "divergence")
 
 

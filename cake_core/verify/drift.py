@@ -56,6 +56,16 @@ def runaway_finding(facts: KernelFacts, op: Op, key: BarKey, completed: int,
                     phase: int) -> Diagnostic:
     """A barrier completed more phases than its waiter waited for."""
     span = op.arg_spans.get("parity", op.span)
+    if phase < 0:
+        # The first wait used parity 1, which a fresh barrier satisfies at once (it stands
+        # for the phase before phase 0): the waiter does not wait for the first phase.
+        return codes.PARITY_DRIFT.at(
+            span, f"this first wait on `{_name(facts, key)}` uses parity 1, which a fresh "
+            "barrier satisfies at once: it does not wait for phase 0, so what that phase "
+            "announces (its arrivals, its TMA bytes) may not be there yet",
+            notes=["parity 1 first is for a barrier that starts free (a producer waiting "
+                   "for empty slots); a waiter for data starts with parity 0"],
+            related=[Related(op.span, "the wait that does not wait")])
     ahead = completed - phase - 1
     plural = "s" if completed != 1 else ""
     return codes.PARITY_DRIFT.at(

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cake_core.diagnostics import codes
-from cake_core.diagnostics.model import Diagnostic, Fix, Related, TextEdit
+from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related, TextEdit
 from cake_core.ir.kernel import Op, Value
 from cake_core.ir.types import BarrierType, PipelineType, StageType
 from cake_core.verify.bulk_source import by_one_thread, overwritten_finding, wait_fix
@@ -111,6 +111,17 @@ class AgentRun:
         barriers that race stem from one missing barrier, reported once."""
         self.reads: list[tuple[Region, Op]] = []
         self.unfenced: list[tuple[Region, Op]] = []
+        self.fenced_unmet: list[tuple[Region, Op, Op, Op | None]] = []
+        """Generic writes by many threads, fenced (region, write, fence) but with no barrier
+        of the agent's warps since the fence: each thread's fence orders only its own
+        writes, so another thread's async-proxy read is ordered after them only by a
+        barrier that follows every writer's fence.  The last item is the barrier of the
+        agent's warps that came between the write and the fence, if any."""
+        self.barrier_op: Op | None = None
+        """The last barrier over all of the agent's warps."""
+        self.barriers_met = 0
+        self.write_barriers: dict[int, int] = {}
+        """Unfenced generic write (by op id) -> `barriers_met` when it was made."""
         self.waits: dict[BarKey, list[int]] = {}
         self.offset: dict[BarKey, int] = {}
         self.unsynced: list[Op] = []
@@ -295,6 +306,11 @@ class AgentRun:
                 if r.overlaps(region):
                     self.unfenced_read(op, wop, region)
                     break
+            else:
+                for r, wop, fop, bop in self.fenced_unmet:
+                    if r.overlaps(region):
+                        self.fence_unmet_read(op, wop, fop, bop, region)
+                        break
         self.reads.append((region, op))
 
     def write(self, op: Op, region: Region, group: str | None) -> None:
@@ -327,6 +343,7 @@ class AgentRun:
                     break
         if group is None or group == "cp_async":
             self.unfenced.append((region, op))
+            self.write_barriers.setdefault(id(op), self.barriers_met)
         if group == "cp_async":
             self.cp_writes.append(_CpWrite(region, self.cp_committed, op))
 
@@ -387,6 +404,9 @@ class AgentRun:
             ev.sync = BarrierSync(bid, warps or self.facts.kernel.warps, kind == "sync")
             if kind == "sync" and ev.sync.warps >= self.agent.warps:
                 self.unsynced.clear()
+                self.fenced_unmet.clear()
+                self.barrier_op = op
+                self.barriers_met += 1
                 self.bulk_waited.clear()
                 for p in self.bulk:
                     self.bulk_met.setdefault(id(p), op)
@@ -397,7 +417,13 @@ class AgentRun:
                 self.cp_writes = [w for w in self.cp_writes if w.done_epoch is None]
         elif eff.fence == "proxy_async":
             ev.fence_proxy = True
+            self.fenced_unmet += [
+                (r, wop, op, self.barrier_op
+                 if self.write_barriers.get(id(wop), self.barriers_met) < self.barriers_met
+                 else None)
+                for r, wop in self.unfenced if not by_one_thread(wop)]
             self.unfenced.clear()
+            self.write_barriers.clear()
         elif eff.copy_bar is not None:
             ct = eff.copy_bar.type
             if isinstance(ct, PipelineType):
@@ -481,6 +507,34 @@ class AgentRun:
             related=[Related(wop.span, "the generic write")],
             fixes=[Fix("fence the write: `fence_proxy_async()`", (self.facts.insert_after(
                 wop.span, "fence_proxy_async()"),))]))
+
+    def fence_unmet_read(self, op: Op, wop: Op, fop: Op, bop: Op | None,
+                         region: Region) -> None:
+        self.once(("309", id(op)), codes.MISSING_PROXY_FENCE.at(
+            op.span, f"`{op.prim.name}` reads {region.describe()} through the async proxy, but "
+            f"the threads that wrote it (line {wop.span.start.line + 1}) fence their writes "
+            f"only on line {fop.span.start.line + 1}, after the last barrier of "
+            f"{self.agent.label}: a thread's fence orders its own writes, so the fences must "
+            "come before the barrier that hands the data over",
+            related=[Related(fop.span, "the fence, after the barrier"),
+                     Related(wop.span, "the generic write")],
+            notes=["order: write, `fence_proxy_async()`, barrier, then the async-proxy read"],
+            fixes=self.fence_above(fop, bop)))
+
+    def fence_above(self, fop: Op, bop: Op | None) -> list[Fix]:
+        """Move the fence just above the barrier it follows: safe when it is the very next
+        line at the same indentation, so no write sits between them."""
+        if bop is None or fop.span.start.line != bop.span.end.line + 1 or \
+                self.facts.indent_of(fop.span) != self.facts.indent_of(bop.span):
+            return []
+        src = self.facts.source
+        start = fop.span.start.offset - fop.span.start.col_byte
+        end = start + len(src.line_text(fop.span.start.line).encode("utf-8"))
+        end += 2 if src.data[end:end + 2] == b"\r\n" else 1 if src.data[end:end + 1] == b"\n" \
+            else 0
+        return [Fix("move the fence above the barrier",
+                    (self.facts.insert_before(bop.span, src.snippet(fop.span)),
+                     TextEdit(src.span(start, end), "")), Applicability.SAFE)]
 
     # -- helpers --
     def barrier_fix(self, op: Op, after: bool = False) -> list[Fix]:

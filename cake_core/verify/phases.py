@@ -32,8 +32,11 @@ class _Phase:
     copy_ops: list[tuple[Op, int]] = field(default_factory=list)
 
 
-def tally(facts: KernelFacts, runs: list[AgentRun]) -> tuple[dict[BarKey, list[_Phase]],
-                                                             dict[BarKey, int]]:
+def tally(facts: KernelFacts, runs: list[AgentRun],
+          first_wait: dict[BarKey, Op] | None = None
+          ) -> tuple[dict[BarKey, list[_Phase]], dict[BarKey, int]]:
+    """Arrivals and bytes per phase of each barrier, and the last phase each is waited
+    for; `first_wait`, when given, collects each barrier's first wait."""
     phases: dict[BarKey, list[_Phase]] = {}
     waited: dict[BarKey, int] = {}
     for run in runs:
@@ -46,6 +49,8 @@ def tally(facts: KernelFacts, runs: list[AgentRun]) -> tuple[dict[BarKey, list[_
                 open_.clear()
                 if isinstance(s, Wait):
                     waited[s.bar] = max(waited.get(s.bar, -1), s.phase)
+                    if first_wait is not None:
+                        first_wait.setdefault(s.bar, ev.op)
                 continue
             if not isinstance(s, Arrive | Copy) or s.bar is None or s.bar[1] is None:
                 continue
@@ -75,7 +80,8 @@ def tally(facts: KernelFacts, runs: list[AgentRun]) -> tuple[dict[BarKey, list[_
 
 
 def check(facts: KernelFacts, runs: list[AgentRun]) -> list[Diagnostic]:
-    phases, waited = tally(facts, runs)
+    first_wait: dict[BarKey, Op] = {}
+    phases, waited = tally(facts, runs, first_wait)
     out: list[Diagnostic] = []
     done: set[tuple[str, str]] = set()
     for key in sorted(set(phases) | set(waited), key=lambda k: (k[0], k[1] or 0)):
@@ -85,7 +91,9 @@ def check(facts: KernelFacts, runs: list[AgentRun]) -> list[Diagnostic]:
         last = waited.get(key, -1)
         if key not in phases and last >= 0 and ("count", key[0]) not in done:
             done.add(("count", key[0]))
-            out.append(_count(facts, key, 0, _Phase(), decl[0].count, decl[1]))
+            wait = first_wait.get(key)
+            out.append(_orphan(facts, key, wait, decl[1]) if wait is not None else
+                       _count(facts, key, 0, _Phase(), decl[0].count, decl[1]))
             continue
         for j, ph in enumerate(phases.get(key, [])[: last + 1]):
             if ("tx", key[0]) not in done and (ph.delivered or ph.expected):
@@ -155,6 +163,18 @@ def _count(facts: KernelFacts, key: BarKey, j: int, ph: _Phase, count: int,
         f"`{key[0]}` waits for {count} arrival{'s' if count != 1 else ''} per phase, but phase "
         f"{j} gets {ph.arrivals} ({senders}{tx}): {effect}",
         related=related, fixes=fixes)
+
+
+def _orphan(facts: KernelFacts, key: BarKey, wait: Op, decl: Op) -> Diagnostic:
+    """A wait on a barrier nothing ever arrives on: the bug is the wait (or the missing
+    arrival it expects), not the barrier's count, so it is reported at the wait."""
+    name = f"{key[0]}[{key[1]}]" if facts.barriers[key[0]][0].n > 1 else key[0]
+    return codes.ARRIVAL_COUNT_MISMATCH.at(
+        wait.span, f"this wait on `{name}` never returns: no role arrives on `{name}` and no "
+        "TMA copy signals it, so its phase 0 never completes",
+        related=[Related(decl.span, f"`{key[0]}` is created here")],
+        notes=["arrive on the barrier (or give it to the TMA copy the waiter expects), or "
+               "wait on the barrier that is signalled"])
 
 
 def _dst(op: Op) -> str:

@@ -2,11 +2,14 @@
 
 One plan serves the verifier (CK201 compares its total with the opt-in limit), the
 resource table of `cake check --resources`, and the lowering, which must place
-allocations exactly here: buffers first, by decreasing alignment (declaration order
-among equals), then mbarriers.  Sorting by alignment keeps padding to what the largest
-alignments force; a swizzled buffer's address pattern is only what TMA and wgmma expect
-when its base is aligned to the swizzle period, so the dynamic smem base itself is
-declared `__align__(1024)`.
+allocations exactly here: buffers placed by hand (`smem(..., offset=)`) at their offsets,
+then the others, by decreasing alignment (declaration order among equals), then mbarriers,
+each at the lowest aligned address that overlaps no allocation placed before it.  Sorting
+by alignment keeps padding to what the largest alignments force; a swizzled buffer's
+address pattern is only what TMA and wgmma expect when its base is aligned to the swizzle
+period, so the dynamic smem base itself is declared `__align__(1024)`.  Placed buffers
+may overlap each other (that is how a kernel reuses bytes); the verifier checks they are
+aligned (CK318) and never live at the same time (CK317).
 """
 
 from __future__ import annotations
@@ -57,11 +60,17 @@ class SmemPlan:
 
     @property
     def total(self) -> int:
-        return self.placements[-1].end if self.placements else 0
+        return max((p.end for p in self.placements), default=0)
 
     @property
     def buffer_bytes(self) -> int:
-        return sum(p.nbytes for p in self.placements if p.kind == "buffer")
+        """Bytes covered by buffers: hand-placed buffers sharing bytes count them once."""
+        covered, end = 0, 0
+        for p in sorted((p for p in self.placements if p.kind == "buffer"),
+                        key=lambda p: p.offset):
+            covered += max(0, p.end - max(p.offset, end))
+            end = max(end, p.end)
+        return covered
 
     @property
     def barrier_bytes(self) -> int:
@@ -76,8 +85,9 @@ class SmemPlan:
         return self.total <= self.limit
 
     def overflowing(self) -> Placement | None:
-        """The allocation whose placement crosses the limit."""
-        return next((p for p in self.placements if p.end > self.limit), None)
+        """The allocation whose placement crosses the limit (the first to end past it)."""
+        over = [p for p in self.placements if p.end > self.limit]
+        return min(over, key=lambda p: p.offset) if over else None
 
     def get(self, name: str) -> Placement | None:
         return next((p for p in self.placements if p.name == name), None)
@@ -95,19 +105,34 @@ class SmemPlan:
 def plan_allocations(allocs: Sequence[SmemAlloc], limit: int,
                      sizes: dict[str, int] | None = None) -> SmemPlan:
     """Place `allocs`; `sizes` overrides byte counts by name (to try fewer stages)."""
-    order = sorted(enumerate(allocs),
-                   key=lambda ia: (ia[1].kind == "barrier", -alignment(ia[1]), ia[0]))
     out: list[Placement] = []
+    taken: list[tuple[int, int]] = []  # [start, end) of what is placed, sorted
+    for a in allocs:
+        if a.offset is not None:
+            nbytes = (sizes or {}).get(a.name, a.nbytes)
+            out.append(Placement(a.name, a.kind, a.offset, nbytes, alignment(a), 0, a.span,
+                                 _layout(a)))
+            taken.append((a.offset, a.offset + nbytes))
+    taken.sort()
+    order = sorted((ia for ia in enumerate(allocs) if ia[1].offset is None),
+                   key=lambda ia: (ia[1].kind == "barrier", -alignment(ia[1]), ia[0]))
     offset = 0
     for _, a in order:
         align = alignment(a)
-        start = -(-offset // align) * align
         nbytes = (sizes or {}).get(a.name, a.nbytes)
-        layout = str(a.layout) if a.layout is not None else "mbarrier"
-        out.append(Placement(a.name, a.kind, start, nbytes, align, start - offset, a.span,
-                             layout))
+        start = -(-offset // align) * align
+        for lo, hi in taken:  # first fit around the hand-placed buffers
+            if hi > start and lo < start + nbytes:
+                start = -(-hi // align) * align
+        floor = max([offset, *(hi for _, hi in taken if hi <= start)])
+        out.append(Placement(a.name, a.kind, start, nbytes, align, start - floor, a.span,
+                             _layout(a)))
         offset = start + nbytes
     return SmemPlan(tuple(out), limit)
+
+
+def _layout(a: SmemAlloc) -> str:
+    return str(a.layout) if a.layout is not None else "mbarrier"
 
 
 def smem_plan(kernel: Kernel, arch: ArchSpec) -> SmemPlan:

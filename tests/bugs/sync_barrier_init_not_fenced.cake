@@ -1,4 +1,4 @@
-# expect: CK310 12
+# expect: CK310 16
 # bug: the raw mbarriers are initialised by one thread and used by both roles with no
 # fence_barrier_init() + syncthreads() in between
 BM, BN, BK, STAGES = 128, 256, 64, 4

@@ -226,6 +226,81 @@ def tma_epi(bm: int = 64, bn: int = 128, tiles: int = 4, dt: str = "bf16",
     return "\n".join(lines) + "\n"
 
 
+def handoff(bm: int = 64, bn: int = 128, dt: str = "bf16", name: str = "handoff") -> str:
+    """Two tiles through one smem buffer on raw mbarriers: `ready` carries each TMA load to
+    the consumer, `freed` hands the buffer back before the second load."""
+    nbytes = bm * bn * SIZE[dt]
+    lines = [
+        f"BM, BN = {bm}, {bn}",
+        f"M, N = dim(\"M\", multiple_of={2 * bm}), dim(\"N\", multiple_of={bn})",
+        "",
+        "@kernel(arch=\"sm_90a\", grid=(cdiv(M, 2 * BM), cdiv(N, BN)), warps=8)",
+        f"def {name}(X: Tensor[{dt}, (M, N)], Y: Tensor[{dt}, (M, N)]):",
+        f"    sx = smem({dt}, (BM, BN), layout=row_major)",
+        "    ready = mbarrier(count=1)",
+        "    freed = mbarrier(count=4)",
+        "    fence_barrier_init()",
+        "    syncthreads()",
+        "    with role(\"load\", warps=range(0, 4)):",
+        f"        ready.expect_tx({nbytes})",
+        "        tma_load(sx, X.tile((BM, BN), (2 * block.x, block.y)), ready)",
+        "        freed.wait(0)",
+        f"        ready.expect_tx({nbytes})",
+        "        tma_load(sx, X.tile((BM, BN), (2 * block.x + 1, block.y)), ready)",
+        "    with role(\"use\", warps=range(4, 8)):",
+        "        ready.wait(0)",
+        "        x = load(sx)",
+        "        freed.arrive(per=\"warp\")",
+        "        store(Y.tile((BM, BN), (2 * block.x, block.y)), x)",
+        "        ready.wait(1)",
+        "        x = load(sx)",
+        "        store(Y.tile((BM, BN), (2 * block.x + 1, block.y)), x)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def one_warpgroup_gemm(bm: int = 64, bn: int = 128, bk: int = 64, dt: str = "bf16",
+                       name: str = "gemm_wg") -> str:
+    """One warpgroup, no roles: an elected thread loads each tile on a raw mbarrier."""
+    sz = SIZE[dt]
+    lines = [
+        f"BM, BN, BK = {bm}, {bn}, {bk}",
+        "M, N, K = dim(\"M\"), dim(\"N\", multiple_of=8), dim(\"K\", multiple_of=64)",
+        "",
+        "@kernel(arch=\"sm_90a\", grid=(cdiv(M, BM), cdiv(N, BN)), warps=4)",
+        f"def {name}(A: Tensor[{dt}, (M, K)], B: Tensor[{dt}, (N, K)], "
+        f"C: Tensor[{dt}, (M, N)]):",
+        f"    sa = smem({dt}, (BM, BK), layout={swz(bk * sz)})",
+        f"    sb = smem({dt}, (BN, BK), layout={swz(bk * sz)})",
+        "    bar = mbarrier(count=1)",
+        "    fence_barrier_init()",
+        "    syncthreads()",
+        "    acc = fragment(f32, (BM, BN), layout=wgmma_acc)",
+        "    for k in range(cdiv(K, BK)):",
+        "        with elect_one():",
+        f"            bar.expect_tx(BM * BK * {sz} + BN * BK * {sz})",
+        "            tma_load(sa, A.tile((BM, BK), (block.x, k)), bar)",
+        "            tma_load(sb, B.tile((BN, BK), (block.y, k)), bar)",
+        "        bar.wait(k % 2)",
+        "        wgmma(acc, sa, sb.T)",
+        "        wgmma_wait(0)",
+        "        syncthreads()",
+        f"    store(C.tile((BM, BN), (block.x, block.y)), cast(acc, {dt}))",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def placed(text: str, **offsets: int) -> str:
+    """Place buffers by hand: `smem(...)` of each named buffer gets `offset=`."""
+    out = []
+    for line in text.split("\n"):
+        for buf, off in offsets.items():
+            if line.startswith(f"    {buf} = smem("):
+                line = line[:-1] + f", offset={off})"
+        out.append(line)
+    return "\n".join(out)
+
+
 # ------------------------------------------------------------------------------- cases
 
 
@@ -326,11 +401,11 @@ def cases() -> list[Case]:
     add("mbar_init_not_fenced", "raw mbarriers", "CK310",
         "no fence_barrier_init() + syncthreads() between init and first use",
         r2, ("    fence_barrier_init()\n    syncthreads()\n", ""),
-        at="empty = mbarrier")
+        at="empty[s].wait(")
     add("mbar_init_no_syncthreads", "raw mbarriers", "CK310",
         "the init is fenced but the other threads never meet the initialising one",
         r3, ("    fence_barrier_init()\n    syncthreads()\n", "    fence_barrier_init()\n"),
-        at="empty = mbarrier")
+        at="empty[s].wait(")
     add("mbar_empty_parity_zero", "raw mbarriers", "CK311",
         "the producer's first wait on an empty barrier looks for phase 0, which never completes",
         r4, ("empty[s].wait((k // STAGES + 1) % 2)", "empty[s].wait((k // STAGES) % 2)"),
@@ -610,6 +685,72 @@ def cases() -> list[Case]:
     add("res_cluster_too_big", "resources", "CK206",
         "a 16-block cluster; the portable limit is 8",
         g3, ("warps=12)", "warps=12, cluster=(16, 1))"), at="@kernel")
+
+    # -- one bug, one finding, on its line --------------------------------------------
+    h1 = handoff()
+    h2 = handoff(64, 64, "f16", name="handoff_f16")
+    add("mbar_wait_orphan", "raw mbarriers", "CK303",
+        "the consumer never hands the buffer back: nothing arrives on `freed`",
+        h1, ("        freed.arrive(per=\"warp\")\n", ""), at="freed.wait(0)")
+    add("mbar_wait_wrong_barrier", "raw mbarriers", "CK311",
+        "the consumer waits on the hand-back barrier instead of the load's",
+        h2, ("    with role(\"use\", warps=range(4, 8)):\n        ready.wait(0)\n",
+             "    with role(\"use\", warps=range(4, 8)):\n        freed.wait(0)\n"),
+        at="        freed.wait(0)\n        x = load")
+    add("mbar_wait_phase_never_completes", "raw mbarriers", "CK311",
+        "the second tile is never loaded: the consumer's wait for phase 1 never returns",
+        h1, ("        ready.expect_tx(16384)\n"
+             "        tma_load(sx, X.tile((BM, BN), (2 * block.x + 1, block.y)), ready)\n", ""),
+        at="ready.wait(1)")
+    w1 = one_warpgroup_gemm()
+    add("mbar_armed_before_init", "raw mbarriers", "CK310",
+        "the barrier's initialisation is published inside the loop, after the first arm",
+        w1, ("    fence_barrier_init()\n    syncthreads()\n", ""),
+        ("            tma_load(sb, B.tile((BN, BK), (block.y, k)), bar)\n",
+         "            tma_load(sb, B.tile((BN, BK), (block.y, k)), bar)\n"
+         "        fence_barrier_init()\n        syncthreads()\n"), at="bar.expect_tx(")
+    add("mma_acc_bf16", "contracts", "CK106",
+        "the wgmma accumulator is declared bf16; wgmma accumulates in f32",
+        g4, ("acc = fragment(f32,", "acc = fragment(bf16,"), at="acc = fragment(")
+    add("mma_acc_bf16_one_warpgroup", "contracts", "CK106",
+        "a bf16 accumulator for a one-warpgroup wgmma loop",
+        w1, ("acc = fragment(f32,", "acc = fragment(bf16,"), at="acc = fragment(")
+    add("mma_sync_acc_f16", "contracts", "CK106",
+        "the mma.sync accumulator is declared f16",
+        c2, ("acc = fragment(f32,", "acc = fragment(f16,"), at="acc = fragment(")
+
+    # -- buffers placed by hand -------------------------------------------------------
+    p1 = placed(cp_gemm(name="gemm_reuse"), sa=0, sb=24576)
+    p1 = p1.replace("    acc = fragment(", "    sc = smem(f16, (BM, BN), layout=padded(8), "
+                    "offset=0)\n    acc = fragment(", 1)
+    p1 = p1.replace("    cp_async_wait(0)\n    store(C.tile((WM, WN), (block.x * 2 + wm, "
+                    "block.y * 2 + wn)), cast(acc, f16))\n",
+                    "    cp_async_wait(0)\n    syncthreads()\n"
+                    "    store(sc.tile((WM, WN), (wm, wn)), cast(acc, f16))\n    syncthreads()\n"
+                    "    store(C.tile((BM, BN), (block.x, block.y)), load(sc))\n")
+    assert "load(sc)" in p1
+    add("smem_reuse_without_barrier", "placement", "CK317",
+        "the epilogue tile reuses the ring's bytes with no block barrier after the main loop",
+        p1, ("    cp_async_wait(0)\n    syncthreads()\n    store(sc",
+             "    cp_async_wait(0)\n    store(sc"), at="sc = smem(")
+    e4 = tma_epi(64, 128, 2, name="scale_placed")
+    e4 = e4.replace("    sc = smem(", "    sx = smem(bf16, (BM, BN), layout=row_major)\n"
+                    "    sc = smem(", 1)
+    e4 = e4.replace("            store(sc, y)\n",
+                    "            store(sx, y)\n            store(sc, y)\n", 1)
+    e4 = placed(e4, sx=0, sc=16384)
+    add("smem_placed_overlap", "placement", "CK317",
+        "two buffers of one role placed on overlapping bytes",
+        e4, ("sc = smem(bf16, (BM, BN), layout=row_major, offset=16384)",
+             "sc = smem(bf16, (BM, BN), layout=row_major, offset=8192)"), at="sc = smem(")
+    g6 = placed(ws_gemm(128, 256, 64, 4, name="gemm_placed"), sa=0, sb=65536)
+    add("smem_offset_swizzle_misaligned", "placement", "CK318",
+        "a swizzle(128) ring placed 512 bytes past a 1024-byte boundary",
+        g6, ("layout=swizzle(128), offset=65536)", "layout=swizzle(128), offset=66048)"),
+        at="66048")
+    add("smem_offset_tma_misaligned", "placement", "CK318",
+        "a TMA store source placed at a 16-byte offset",
+        e4, ("offset=16384)", "offset=16400)"), at="16400")
     return [c for c in out if c is not None]
 
 

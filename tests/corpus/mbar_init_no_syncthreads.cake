@@ -1,4 +1,4 @@
-# expect: CK310 11
+# expect: CK310 16
 # bug: the init is fenced but the other threads never meet the initialising one
 BM, BN, BK, STAGES = 128, 128, 64, 6
 M, N, K = dim("M"), dim("N", multiple_of=8), dim("K", multiple_of=64)

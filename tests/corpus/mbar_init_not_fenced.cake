@@ -1,4 +1,4 @@
-# expect: CK310 11
+# expect: CK310 15
 # bug: no fence_barrier_init() + syncthreads() between init and first use
 BM, BN, BK, STAGES = 64, 256, 64, 4
 M, N, K = dim("M"), dim("N", multiple_of=8), dim("K", multiple_of=64)

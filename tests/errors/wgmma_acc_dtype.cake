@@ -1,4 +1,4 @@
-# expect: CK106 20:19-20:22
+# expect: CK106 17:15-17:56
 BM, BN, BK, STAGES = 128, 128, 64, 3
 M, N, K = dim("M"), dim("N"), dim("K", multiple_of=64)
 

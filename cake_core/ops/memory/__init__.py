@@ -80,9 +80,19 @@ def _smem_rule(ctx: CallContext) -> Type:
     if not isinstance(layout, SmemLayout):
         return ctx.error(codes.TYPE_MISMATCH, "`layout` must be a shared-memory layout "
                          "(row_major, col_major, swizzle(32|64|128), padded(n))", "layout")
+    offset: int | None = None
+    if ctx.has("offset"):
+        offset = ctx.int("offset")
+        if offset is None:
+            return ctx.error(codes.NOT_CONSTANT, "`offset` must be a compile-time constant "
+                             "byte offset", "offset")
+        if offset < 0:
+            return ctx.error(codes.BAD_ARGUMENTS, f"`offset` is a byte offset into the block's "
+                             f"shared memory; it cannot be negative ({offset})", "offset")
     name = ctx.target or f"smem{ctx.span.start.offset}"
     ty = SmemType(_dtype(ctx, "dtype"), shape, layout, name, shape)
-    ctx.kernel.add_smem(name, ty, ctx.span)
+    ctx.kernel.add_smem(name, ty, ctx.span, offset,
+                        ctx.at("offset") if offset is not None else None)
     return ty
 
 
@@ -194,17 +204,22 @@ PRIMITIVES = (
     Primitive(
         "smem", "memory",
         (param("dtype", DTypeType), param("shape", *SHAPE_KINDS),
-         param("layout", LayoutType, default=None)),
+         param("layout", LayoutType, default=None),
+         param("offset", IntType, NoneType, default=None)),
         _smem_rule,
         """Allocate a shared-memory buffer of `dtype` and `shape` (constant), laid out by `layout`.
 
 Buffers whose leading dimension is a stage count are indexed `buf[s]` to get one stage.
-Swizzled buffers are aligned to the swizzle atom (1024 B for swizzle(128)).
+Swizzled buffers are aligned to the swizzle atom (1024 B for swizzle(128)).  `offset=`
+places the buffer at that byte offset instead (aligned like the planner would, `CK318`);
+placed buffers may share bytes only when their lifetimes are apart (`CK317`).
 
 ```python
-sa = smem(bf16, (STAGES, BM, BK), layout=swizzle(128))
+sa = smem(bf16, (STAGES, BM, BK), layout=swizzle(128), offset=0)
+sc = smem(bf16, (BM, BN), offset=0)   # by hand: sa's bytes, reused after the main loop
 ```""",
-        signature_doc="smem(dtype, shape, layout=row_major)", facets=_FACETS.of("smem"),
+        signature_doc="smem(dtype, shape, layout=row_major, offset=None)",
+        facets=_FACETS.of("smem"),
         traits=frozenset({Trait.THREAD_LOCAL, Trait.ALLOCATES_SMEM}),
     ),
     Primitive(

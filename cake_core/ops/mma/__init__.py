@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cake_core.diagnostics import codes
-from cake_core.diagnostics.model import Applicability, Fix, TextEdit
+from cake_core.diagnostics.model import Applicability, Fix, Related, TextEdit
 from cake_core.hardware import Feature
 from cake_core.ir.types import (
     DType,
@@ -58,8 +58,12 @@ def _mnk(ctx: CallContext) -> tuple[int, int, int] | None:
                   "both MMA inputs must have one dtype", "b")
         return None
     if acc.dtype != DType.F32:
-        ctx.error(codes.DTYPE_MISMATCH, f"the accumulator must be f32, not {acc.dtype.value}",
-                  "acc")
+        # The contract is broken where the fragment's dtype is chosen, not at the MMA.
+        decl = ctx.value("acc").span
+        ctx.error(codes.DTYPE_MISMATCH, f"`{ctx.value('acc').name}` is the accumulator of "
+                  f"{ctx.prim.name} (line {ctx.span.start.line + 1}), which accumulates in "
+                  f"f32: declare it f32, not {acc.dtype.value}, and cast when storing",
+                  decl, related=[Related(ctx.span, f"the {ctx.prim.name} accumulating into it")])
         return None
     if am == m and (bk, bn) == (n, ak) and bn != n and isinstance(b, SmemType):
         span = ctx.at("b")
