@@ -15,8 +15,13 @@ tells the stories):
    baseline in the same process and stream; an L2 flush (a fill of a buffer of at least
    twice the L2) before every timed call; CUDA events around each call; the result is
    the median of the round medians with the coefficient of variation of all calls.
-5. Correctness re-checked after the timing loop, with fresh poison: state kept across
-   calls or a race that only shows under back-to-back launches fails here.
+5. Every launch, checked or timed, is prepared the same way (one slot of buffers with
+   inputs restaged and outputs poisoned, a flush with a random byte), so a kernel cannot
+   tell them apart; one timed call per round, drawn at random, is judged, and the other
+   timed calls run on freshly perturbed inputs, so neither returning early when timed nor
+   replaying a cached answer survives.  Correctness is re-checked after the timing loop,
+   with fresh poison: state kept across calls or a race that only shows under
+   back-to-back launches fails here.
 6. The time is set against the shape's roofline floor and the baseline: below the floor,
    or more than 10x faster than the library, is flagged as suspicious, never celebrated.
 
@@ -91,6 +96,16 @@ class _Set:
     buffers: dict[str, Any]
     digests: dict[str, str]
     scalars: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Perturbation:
+    """`width` bytes of the slot's `tensor` from `offset` set to `byte`."""
+
+    tensor: str
+    offset: int
+    width: int
+    byte: int
 
 
 @dataclass
@@ -205,15 +220,16 @@ class _ShapeRun:
         return ",".join(f"{k}={v}" for k, v in self.dims.items())
 
     # --- launches --------------------------------------------------------------------------
-    def prepare(self, s: _Set, *, perturb: bool = False) -> None:
+    def prepare(self, s: _Set, *, perturb: bool = False) -> _Perturbation | None:
         """Restage `s`'s inputs into the slot, poison the outputs, flush L2.
 
         `perturb` overwrites a random run of bytes of one floating-point input with a
-        random value: inputs the kernel has never seen, for timed calls nobody checks, so
-        replaying a cached answer cannot make a kernel fast."""
+        random value, so the kernel runs on inputs it has never seen and replaying a
+        cached answer cannot make it fast; returns what was changed."""
         for kname, buf in s.buffers.items():
             self.device.copy(self.slot[kname], buf, self.specs[kname].nbytes(self.dims),
                              self.stream)
+        change = None
         if perturb:
             floats = [k for k in s.buffers if self.specs[k].dtype.value.startswith(("f", "bf"))]
             if floats:
@@ -222,8 +238,8 @@ class _ShapeRun:
                 width = min(total, 256)
                 offset = self.rng.randrange(0, total - width + 1)
                 # 0x3C..0x3F: a modest finite value in every float format
-                self.device.fill(self.slot[kname], self.rng.randrange(0x3C, 0x40), width,
-                                 self.stream, offset)
+                change = _Perturbation(kname, offset, width, self.rng.randrange(0x3C, 0x40))
+                self.device.fill(self.slot[kname], change.byte, width, self.stream, offset)
         for kname in self.outputs:
             self.device.fill(self.slot[kname], POISON_BYTE, self.specs[kname].nbytes(self.dims),
                              self.stream)
@@ -231,6 +247,21 @@ class _ShapeRun:
         # so the flush buffer tells a kernel nothing about which call this is
         self.flush_byte = self.rng.randrange(256)
         self.device.fill(self.flush, self.flush_byte, self.nflush, self.stream)
+        return change
+
+    def perturbed(self, s: _Set, change: _Perturbation) -> _Set:
+        """`s` with `change` applied on the host, and its own reference (a CPU phase)."""
+        self.progress("reference for a perturbed timed call", True)
+        tname = next((t for t, k in self.rename.items() if k == change.tensor), change.tensor)
+        spec = self.specs[change.tensor]
+        raw = to_storage(s.host[tname], spec.dtype).view(np.uint8).reshape(-1).copy()
+        raw[change.offset:change.offset + change.width] = change.byte
+        host = dict(s.host)
+        host[tname] = from_storage(raw, spec.dtype, spec.dims_shape(self.dims))
+        digests = dict(s.digests)
+        digests[change.tensor] = _digest(raw)
+        return _Set(s.seed, host, self.task.reference(host, self.dims), s.buffers, digests,
+                    s.scalars)
 
     def launch(self, s: _Set) -> None:
         self.kernel.launch(self.device, self.slot, self.dims, s.scalars, self.stream)
@@ -507,9 +538,15 @@ def _time(run: _ShapeRun, sets: list[_Set], prepared: PreparedBaseline | None,
     found: list[Finding] = []
     order: list[int] = []
     judged = -1
+    perturb_judged = False
+    # one round, drawn at random, judges a perturbed call against its own reference
+    # (one extra reference per shape): a cache keyed on part of the inputs is caught there
+    perturbed_round = run.rng.randrange(max(1, cfg.rounds))
+
+    changes: list[_Perturbation | None] = [None] * n
 
     def candidate(i: int) -> None:
-        run.prepare(sets[order[i]], perturb=i != judged)
+        changes[i] = run.prepare(sets[order[i]], perturb=i != judged or perturb_judged)
         device.record(starts[i], run.stream)
         run.launch(sets[order[i]])
         device.record(ends[i], run.stream)
@@ -539,6 +576,7 @@ def _time(run: _ShapeRun, sets: list[_Set], prepared: PreparedBaseline | None,
             is_cand = name == "candidate"
             if is_cand:
                 order, judged = _order(run.rng, len(sets), n), run.rng.randrange(n)
+                perturb_judged = r == perturbed_round
             t0 = time.perf_counter()
             judge_s = 0.0
             for c in range(n):
@@ -546,11 +584,14 @@ def _time(run: _ShapeRun, sets: list[_Set], prepared: PreparedBaseline | None,
                 if is_cand and c == judged:
                     device.synchronize()
                     j0 = time.perf_counter()
-                    chk = run.judge(sets[order[c]])
+                    change = changes[c]
+                    against = sets[order[c]] if change is None else \
+                        run.perturbed(sets[order[c]], change)
+                    chk = run.judge(against)
                     _worst(result, chk)
                     if not chk.passed:
                         found += _output_findings(
-                            run, sets[order[c]], chk, f"timed call {c + 1} of round {r + 1}",
+                            run, against, chk, f"timed call {c + 1} of round {r + 1}",
                             CK_RECHECK,
                             ["this call was drawn at random among the timed calls and "
                              "judged: a kernel must do the same work whether or not it is "
