@@ -74,3 +74,14 @@ def test_plugins_given_in_process_are_not_isolated() -> None:
     ps = load_plugins(include_installed=False, extra=[p])
     assert ps.isolated == set()
     assert ps.rules()[-1][1].check is p.rules[0].check
+
+
+def test_first_party_plugins_run_in_process_and_start_no_worker() -> None:
+    """The shipped plugins are entry points of CAKE's own distribution: trusted, so a
+    check with only them pays nothing for isolation."""
+    from cake_core.plugins.sandbox import worker_starts
+
+    before = worker_starts()
+    ps = load_plugins()
+    assert {"cake-kmeans", "cake-tactics"} <= {p.name for p in ps.plugins}
+    assert ps.isolated == set() and worker_starts() == before
