@@ -86,8 +86,15 @@ def mutate(rng: random.Random, text: str, edits: int) -> str:
     return text
 
 
+REGRESSIONS = [p.read_bytes()
+               for p in sorted((ROOT / "tests" / "data" / "fuzz_regressions").glob("*.cake"))]
+"""Every crash or hang the fuzzers found, kept as a test and replayed here too."""
+
+
 def pathological(rng: random.Random, seeds: list[bytes]) -> bytes:
     """One input from the families that once hung, crashed or grew without bound."""
+    if REGRESSIONS and rng.random() < 0.15:
+        return rng.choice(REGRESSIONS)
     base = rng.choice(seeds)
     n = rng.choice([10, 100, 1000, 5000])
     trips = rng.choice(["10**12", "2**62", "10**400", "-1"])

@@ -19,7 +19,7 @@ Prints a table of cases, failures per class, the slowest case and the peak memor
 kind, saves each failing input under bench/results/fuzz_failures/, and writes
 bench/results/fuzz_long.json.
 
-    python bench/fuzz_long.py --seconds 3600            # the long run: every kind
+    python bench/fuzz_long.py --minutes 60              # the long run: every kind
     python bench/fuzz_long.py --kinds parse --count 100000 --seed 7
     python bench/fuzz_long.py --kinds check,lsp --seconds 600
 """
@@ -270,6 +270,8 @@ def parse_kinds(text: str) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=60.0, help="stop after this long")
+    ap.add_argument("--minutes", type=float, default=0.0,
+                    help="stop after this long (overrides --seconds)")
     ap.add_argument("--count", type=int, default=0, help="stop after this many cases (0: no cap)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--kinds", type=parse_kinds, default="all",
@@ -277,6 +279,8 @@ def main() -> None:
                          + ", ".join(PARSE_KINDS + ENTRY_KINDS))
     ap.add_argument("--max-failures", type=int, default=20, help="stop after this many")
     args = ap.parse_args()
+    if args.minutes:
+        args.seconds = args.minutes * 60
     worker, probe = entry.CliWorker(), entry.LspProbe()
     try:
         run(args, modes_for(args.kinds, worker, probe))

@@ -30,6 +30,7 @@ from cake_core.diagnostics.model import Diagnostic
 from cake_core.ir.kernel import Program
 from cake_core.plugins import PluginSet
 from cake_core.plugins.guard import WALL_FACTOR, run_guarded
+from cake_core.plugins.sandbox import IsolatedCheck
 from cake_core.source import SourceFile
 from cake_core.verify import Pass
 
@@ -138,8 +139,8 @@ def _load(name: str, module: str, func: str) -> NamedPass:
 
 def _tagged(check: Pass, plugin: str) -> Pass:
     """A plugin rule's findings carry the plugin's name as their source."""
-    if plugin == "cake":
-        return check
+    if plugin == "cake" or isinstance(check, IsolatedCheck):
+        return check  # an isolated rule's worker tags its findings itself
 
     def run(program: Program, source: SourceFile) -> list[Diagnostic]:
         found = check(program, source)

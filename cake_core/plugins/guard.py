@@ -40,7 +40,12 @@ def run_guarded(fn: Check, program: object, source: object,
                 limit: float) -> tuple[list[Diagnostic], str | None]:
     """(findings, None), or ([], why the pass must be disabled), e.g. "raised KeyError: 'x'".
 
-    An infinite `limit` runs the pass on the caller's thread (CAKE's own passes)."""
+    An infinite `limit` runs the pass on the caller's thread (CAKE's own passes); an
+    `IsolatedCheck` (a third-party plugin's rule) runs in the isolated worker."""
+    from cake_core.plugins.sandbox import IsolatedCheck
+
+    if isinstance(fn, IsolatedCheck):
+        return fn.run(source, limit)
     box: dict[str, object] = {}
     if math.isinf(limit):
         try:

@@ -21,6 +21,9 @@ from cake_core.plugins.api import PLUGIN_API_VERSION, Plugin, RuleItem, Tactic
 from cake_core.plugins.builtin import builtin_plugin
 from cake_core.plugins.config import ProjectConfig, did_you_mean
 from cake_core.plugins.guard import run_guarded
+from cake_core.plugins.sandbox import FIRST_PARTY, isolation_enabled
+from cake_core.plugins.sandbox import isolate as isolated_plugin
+from cake_core.plugins.sandbox import prestart as prestart_worker
 from cake_core.primitives.registry import DuplicatePrimitiveError, Registry, builtin_registry
 from cake_core.verify.cache import KernelVerdicts
 
@@ -47,6 +50,10 @@ class PluginSet:
     """`[tool.cake]` select, ignore and extend-select: the codes every front end reports."""
     _registry: Registry | None = None
     _disabled_rules: set[tuple[str, str]] = field(default_factory=set)
+    entry_points: dict[str, str] = field(default_factory=dict)
+    """The entry point each installed plugin came from, by plugin name."""
+    isolated: set[str] = field(default_factory=set)
+    """Plugins whose rules run in the isolated worker (`sandbox.py`)."""
     verdicts: KernelVerdicts = field(default_factory=KernelVerdicts, repr=False, compare=False)
     """Per-kernel findings of the built-in rules, reused by later checks."""
 
@@ -94,13 +101,16 @@ def _entry_points() -> Iterable[metadata.EntryPoint]:
 
 
 def load_plugins(config: ProjectConfig | None = None, *, include_installed: bool = True,
-                 extra: Iterable[Plugin] = ()) -> PluginSet:
-    """The built-in plugin, then every installed plugin that loads and is compatible."""
+                 extra: Iterable[Plugin] = (), isolate: bool = True) -> PluginSet:
+    """The built-in plugin, then every installed plugin that loads and is compatible.
+
+    With `isolate`, the rules of plugins from other distributions than CAKE's own run in
+    the isolated worker (`sandbox.py`); plugins given in `extra` run in process."""
     config = config or ProjectConfig()
     ps = PluginSet(disabled_items=set(config.disabled_items), selection=config.selection)
     ps.plugins.append(builtin_plugin())
     seen = {"cake"}
-    candidates: list[tuple[str, object]] = []
+    candidates: list[tuple[str, object, str | None]] = []
     if include_installed:
         for ep in _entry_points():
             if ep.name in config.disabled_plugins:
@@ -111,9 +121,10 @@ def load_plugins(config: ProjectConfig | None = None, *, include_installed: bool
                 ps.failures.append(PluginFailure(ep.name, None, f"failed to import: "
                                                  f"{type(exc).__name__}: {exc}"))
                 continue
-            candidates.append((ep.name, obj))
-    candidates += [(getattr(p, "name", getattr(p, "__name__", "?")), p) for p in extra]
-    for name, obj in candidates:
+            dist = getattr(ep, "dist", None)
+            candidates.append((ep.name, obj, getattr(dist, "name", None) or "?"))
+    candidates += [(getattr(p, "name", getattr(p, "__name__", "?")), p, None) for p in extra]
+    for name, obj, dist_name in candidates:
         try:
             plugin = obj() if callable(obj) and not isinstance(obj, Plugin) else obj
         except Exception as exc:
@@ -139,7 +150,15 @@ def load_plugins(config: ProjectConfig | None = None, *, include_installed: bool
             ps.failures.append(PluginFailure(plugin.name, None, clash))
             continue
         seen.add(plugin.name)
+        if dist_name is not None:
+            ps.entry_points[plugin.name] = name
+            if isolate and dist_name not in FIRST_PARTY and isolation_enabled() \
+                    and plugin.rules:
+                plugin = isolated_plugin(plugin, name)
+                ps.isolated.add(plugin.name)
         ps.plugins.append(plugin)
+    if ps.isolated:
+        prestart_worker()  # its imports overlap the caller's parsing
     _ = ps.registry  # resolve primitive clashes now, so doctor sees them
     ps.warnings = [*config.problems, *_unknown_items(ps, config)]
     return ps

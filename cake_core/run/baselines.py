@@ -36,6 +36,12 @@ class PreparedBaseline(ABC):
     def outputs(self) -> Arrays:
         """The last call's outputs as host values, by task name (synchronous)."""
 
+    def scrub(self) -> None:  # noqa: B027 - optional hook
+        """Overwrite the last call's outputs on the device with poison.
+
+        The protocol scrubs after every baseline call it no longer needs, so a candidate
+        that goes looking for the library's answer in device memory finds only 0xFF."""
+
     def release(self) -> None:  # noqa: B027 - optional hook
         """Free device memory."""
 
@@ -74,6 +80,11 @@ class _TorchPrepared(PreparedBaseline):
         self._device.synchronize()
         return {k: v.float().cpu().numpy() if v.is_floating_point() else v.cpu().numpy()
                 for k, v in self._out.items()}
+
+    def scrub(self) -> None:
+        with self._torch.cuda.stream(self._stream):
+            for v in self._out.values():
+                v.view(-1).view(self._torch.uint8).fill_(0xFF)
 
     def release(self) -> None:
         self._tensors.clear()

@@ -64,8 +64,16 @@ class Device(ABC):
         """The first `nbytes` of `buf` as a uint8 host array (synchronous)."""
 
     @abstractmethod
-    def fill(self, buf: Any, byte: int, nbytes: int, stream: Any) -> None:
-        """Set `nbytes` bytes of `buf` to `byte`, ordered on `stream`."""
+    def fill(self, buf: Any, byte: int, nbytes: int, stream: Any, offset: int = 0) -> None:
+        """Set `nbytes` bytes of `buf`, from byte `offset`, to `byte`, ordered on `stream`."""
+
+    def copy(self, dst: Any, src: Any, nbytes: int, stream: Any) -> None:
+        """Copy the first `nbytes` of `src` into `dst`, ordered on `stream`.
+
+        The default goes through the host; GPU backends copy on the device, so restaging
+        a candidate's inputs before every timed call stays cheap."""
+        self.synchronize()
+        self.upload(dst, self.download(src, nbytes))
 
     @abstractmethod
     def new_stream(self) -> Any: ...

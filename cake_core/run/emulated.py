@@ -28,6 +28,7 @@ single input set, as in the emulate gate of `cake evolve`.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,7 +127,7 @@ class EmulatedKernel(CudaKernel):
         self.launches = 0
         self.shape_launches: list[EmulatedLaunch] = []
         """The launches since `start_shape`."""
-        self._inputs: dict[tuple[int, ...], int] = {}
+        self._inputs: dict[str, int] = {}
         self.last_report: EmuReport | None = None
         self.failure: EmulationError | None = None
         """The last failed launch, until `locate` consumes it."""
@@ -140,9 +141,13 @@ class EmulatedKernel(CudaKernel):
         self._inputs = {}
 
     def _next_launch(self, device: HostDevice, buffers: Mapping[str, Any]) -> EmulatedLaunch:
-        """The seed and order of the next launch; the inputs are known by their addresses,
-        which stay put for the shape's input set however the protocol orders its launches."""
-        key = tuple(device.pointer(buf) for buf in buffers.values())
+        """The seed and order of the next launch; the input set is known by the contents of
+        the buffers (the protocol launches every input set from the same buffers, restaged
+        and with the outputs poisoned, so equal contents mean the same input set)."""
+        digest = hashlib.blake2b(digest_size=16)
+        for buf in buffers.values():
+            digest.update(device.download(buf, device.nbytes(buf)).data)
+        key = digest.hexdigest()
         inputs = self._inputs.setdefault(key, len(self._inputs))
         repeat = sum(1 for ln in self.shape_launches if ln.inputs == inputs)
         order = self.order

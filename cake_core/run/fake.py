@@ -64,6 +64,10 @@ class FakeDevice(Device):
         self.pending_fault: str | None = None
         self._next = 0x10000
         self.live = 0
+        self.memory: dict[int, FakeBuffer] = {}
+        """Every live buffer by address: a real kernel can address all of its context's
+        memory, so the attacks the protocol must withstand (reading the baseline's output,
+        writing the flush buffer) scan this."""
 
     def advance(self, ms: float) -> None:
         self.clock_ms += ms
@@ -71,10 +75,13 @@ class FakeDevice(Device):
     def alloc(self, nbytes: int) -> FakeBuffer:
         self._next += (max(1, nbytes) + 255) // 256 * 256
         self.live += 1
-        return FakeBuffer(np.zeros(max(1, nbytes), dtype=np.uint8), self._next)
+        buf = FakeBuffer(np.zeros(max(1, nbytes), dtype=np.uint8), self._next)
+        self.memory[buf.address] = buf
+        return buf
 
     def free(self, buf: FakeBuffer) -> None:
         self.live -= 1
+        self.memory.pop(buf.address, None)
 
     def upload(self, buf: FakeBuffer, data: np.ndarray) -> None:
         flat = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
@@ -84,10 +91,15 @@ class FakeDevice(Device):
         self._raise_pending()
         return buf.data[:nbytes].copy()
 
-    def fill(self, buf: FakeBuffer, byte: int, nbytes: int, stream: Any) -> None:
-        buf.data[:nbytes] = byte
+    def fill(self, buf: FakeBuffer, byte: int, nbytes: int, stream: Any,
+             offset: int = 0) -> None:
+        buf.data[offset:offset + nbytes] = byte
         self.advance(self.fill_ms_per_mb * nbytes / 1e6)
         self.log.append(("fill", str(nbytes)))
+
+    def copy(self, dst: FakeBuffer, src: FakeBuffer, nbytes: int, stream: Any) -> None:
+        dst.data[:nbytes] = src.data[:nbytes]
+        self.log.append(("copy", str(nbytes)))
 
     def new_stream(self) -> FakeStream:
         return FakeStream(0x5000 + len(self.log))
@@ -303,19 +315,39 @@ class SimulatorKernel(Launchable):
 
 
 class _FakePrepared(PreparedBaseline):
+    """The reference's outputs live in fake device memory, as a library call's do, so a
+    kernel that goes looking for them can find them."""
+
     def __init__(self, device: FakeDevice, task: Task, inputs: Arrays, dims: Dims,
-                 cost_ms: float) -> None:
+                 cost_ms: float, dtypes: Mapping[str, DType]) -> None:
         self._device, self._task, self._inputs, self._dims = device, task, inputs, dims
         self._cost = cost_ms
-        self._out: Arrays = {}
+        self._dtypes = dict(dtypes)
+        self._out: dict[str, tuple[FakeBuffer, DType, tuple[int, ...]]] = {}
 
     def launch(self) -> None:
         self._device.log.append(("baseline", self._task.name))
-        self._out = self._task.reference(self._inputs, self._dims)
+        for name, value in self._task.reference(self._inputs, self._dims).items():
+            dtype = self._dtypes.get(name, DType.F32)
+            storage = to_storage(np.asarray(value), dtype)
+            if name not in self._out:
+                self._out[name] = (self._device.alloc(storage.nbytes), dtype,
+                                   tuple(np.shape(value)))
+            self._device.upload(self._out[name][0], storage)
         self._device.advance(self._cost)
 
     def outputs(self) -> Arrays:
-        return dict(self._out)
+        return {k: from_storage(buf.data[: int(np.prod(shape)) * dt.bytes], dt, shape)
+                for k, (buf, dt, shape) in self._out.items()}
+
+    def scrub(self) -> None:
+        for buf, _, _ in self._out.values():
+            self._device.fill(buf, 0xFF, buf.data.size, None)
+
+    def release(self) -> None:
+        for buf, _, _ in self._out.values():
+            self._device.free(buf)
+        self._out = {}
 
 
 class FakeBaseline(Baseline):
@@ -330,4 +362,4 @@ class FakeBaseline(Baseline):
                 dtypes: Mapping[str, DType]) -> PreparedBaseline:
         assert isinstance(device, FakeDevice)
         return _FakePrepared(device, self.task, {k: v.copy() for k, v in inputs.items()},
-                             dims, self.cost_ms)
+                             dims, self.cost_ms, dtypes)

@@ -72,8 +72,9 @@ class HostDevice(Device):
     def download(self, buf: HostBuffer, nbytes: int) -> np.ndarray:
         return buf.data[:nbytes].copy()
 
-    def fill(self, buf: HostBuffer, byte: int, nbytes: int, stream: Any) -> None:
-        buf.data[:nbytes] = byte
+    def fill(self, buf: HostBuffer, byte: int, nbytes: int, stream: Any,
+             offset: int = 0) -> None:
+        buf.data[offset:offset + nbytes] = byte
 
     def new_stream(self) -> None:
         return None

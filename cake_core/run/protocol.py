@@ -15,8 +15,13 @@ tells the stories):
    baseline in the same process and stream; an L2 flush (a fill of a buffer of at least
    twice the L2) before every timed call; CUDA events around each call; the result is
    the median of the round medians with the coefficient of variation of all calls.
-5. Correctness re-checked after the timing loop, with fresh poison: state kept across
-   calls or a race that only shows under back-to-back launches fails here.
+5. Every launch, checked or timed, is prepared the same way (one slot of buffers with
+   inputs restaged and outputs poisoned, a flush with a random byte), so a kernel cannot
+   tell them apart; one timed call per round, drawn at random, is judged, and the other
+   timed calls run on freshly perturbed inputs, so neither returning early when timed nor
+   replaying a cached answer survives.  Correctness is re-checked after the timing loop,
+   with fresh poison: state kept across calls or a race that only shows under
+   back-to-back launches fails here.
 6. The time is set against the shape's roofline floor and the baseline: below the floor,
    or more than 10x faster than the library, is flagged as suspicious, never celebrated.
 
@@ -27,6 +32,8 @@ exactly as a GPU run does.  Running it in a subprocess with a timeout is `runner
 from __future__ import annotations
 
 import hashlib
+import os
+import random
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -79,7 +86,9 @@ class TimingConfig:
 
 @dataclass
 class _Set:
-    """One seed's inputs on the host and the device, its reference and its digests."""
+    """One seed's inputs on the host and in pristine device buffers, its reference and
+    its digests.  The kernel never gets these buffers: every launch runs on the shape's
+    one slot, restaged from here."""
 
     seed: int
     host: Arrays
@@ -89,13 +98,25 @@ class _Set:
     scalars: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class _Perturbation:
+    """`width` bytes of the slot's `tensor` from `offset` set to `byte`."""
+
+    tensor: str
+    offset: int
+    width: int
+    byte: int
+
+
 @dataclass
 class _Check:
-    """One checked launch: per-output comparisons and unwritten counts, output digests."""
+    """One checked launch: per-output comparisons and unwritten counts, output digests,
+    and the inputs it changed."""
 
     comparisons: dict[str, Comparison]
     unwritten: dict[str, tuple[int, tuple[int, ...] | None]]
     digests: dict[str, str]
+    modified: list[Finding] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -115,8 +136,17 @@ def _digest(raw: np.ndarray) -> str:
 
 
 class _ShapeRun:
+    """One shape's buffers and launches.
+
+    Every launch of the candidate, checked or timed, looks the same from inside the
+    kernel: the same slot of buffers (inputs restaged from a seed's pristine copy, outputs
+    poisoned), an L2 flush with a random byte, then the launch.  A kernel therefore cannot
+    tell a checked call from a timed one, and a checked call is drawn at random among the
+    timed ones (docs/running.md, "What a candidate could do to fake a result")."""
+
     def __init__(self, device: Device, kernel: Launchable, task: Task, dims: Mapping[str, int],
-                 rename: Mapping[str, str], progress: Progress) -> None:
+                 rename: Mapping[str, str], progress: Progress, flush_bytes: int | None,
+                 rng: random.Random) -> None:
         self.device = device
         self.kernel = kernel
         self.task = task
@@ -129,6 +159,11 @@ class _ShapeRun:
         self.allocated: list[Any] = []
         self.stream = device.new_stream()
         self.checks = 0
+        self.rng = rng
+        self.slot: dict[str, Any] = {}
+        self.nflush = max(flush_bytes or 0, 2 * device.l2_bytes, 1)
+        self.flush: Any = None
+        self.flush_byte = 0
 
     # --- setup -----------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Any:
@@ -171,32 +206,77 @@ class _ShapeRun:
             if tuple(np.shape(w)) != shape:
                 raise RunSetupError(f"the reference's {self.back[kname]} has shape "
                                     f"{tuple(np.shape(w))}, the kernel declares {shape}")
-            buffers[kname] = self.alloc(spec.nbytes(self.dims))
-        unbound = [s for s in self.specs if s not in buffers]
+        unbound = [s for s in self.specs if s not in buffers and s not in self.outputs]
         if unbound:
             raise RunSetupError(f"kernel tensor(s) {', '.join(unbound)} are neither inputs nor "
                                 f"outputs of task {self.task.name}")
+        if not self.slot:
+            for kname, spec in self.specs.items():
+                self.slot[kname] = self.alloc(spec.nbytes(self.dims))
+            self.flush = self.alloc(self.nflush)
         return _Set(seed, host, want, buffers, digests, scalars)
 
     def _dims_text(self) -> str:
         return ",".join(f"{k}={v}" for k, v in self.dims.items())
 
-    # --- checked launches ------------------------------------------------------------------
-    def poison(self, s: _Set) -> None:
-        for kname in self.outputs:
-            self.device.fill(s.buffers[kname], POISON_BYTE, self.specs[kname].nbytes(self.dims),
+    # --- launches --------------------------------------------------------------------------
+    def prepare(self, s: _Set, *, perturb: bool = False) -> _Perturbation | None:
+        """Restage `s`'s inputs into the slot, poison the outputs, flush L2.
+
+        `perturb` overwrites a random run of bytes of one floating-point input with a
+        random value, so the kernel runs on inputs it has never seen and replaying a
+        cached answer cannot make it fast; returns what was changed."""
+        for kname, buf in s.buffers.items():
+            self.device.copy(self.slot[kname], buf, self.specs[kname].nbytes(self.dims),
                              self.stream)
+        change = None
+        if perturb:
+            floats = [k for k in s.buffers if self.specs[k].dtype.value.startswith(("f", "bf"))]
+            if floats:
+                kname = self.rng.choice(floats)
+                total = self.specs[kname].nbytes(self.dims)
+                width = min(total, 256)
+                offset = self.rng.randrange(0, total - width + 1)
+                # 0x3C..0x3F: a modest finite value in every float format
+                change = _Perturbation(kname, offset, width, self.rng.randrange(0x3C, 0x40))
+                self.device.fill(self.slot[kname], change.byte, width, self.stream, offset)
+        for kname in self.outputs:
+            self.device.fill(self.slot[kname], POISON_BYTE, self.specs[kname].nbytes(self.dims),
+                             self.stream)
+        # a fill of >= 2x L2 evicts whatever the previous call left there; a random byte,
+        # so the flush buffer tells a kernel nothing about which call this is
+        self.flush_byte = self.rng.randrange(256)
+        self.device.fill(self.flush, self.flush_byte, self.nflush, self.stream)
+        return change
+
+    def perturbed(self, s: _Set, change: _Perturbation) -> _Set:
+        """`s` with `change` applied on the host, and its own reference (a CPU phase)."""
+        self.progress("reference for a perturbed timed call", True)
+        tname = next((t for t, k in self.rename.items() if k == change.tensor), change.tensor)
+        spec = self.specs[change.tensor]
+        raw = to_storage(s.host[tname], spec.dtype).view(np.uint8).reshape(-1).copy()
+        raw[change.offset:change.offset + change.width] = change.byte
+        host = dict(s.host)
+        host[tname] = from_storage(raw, spec.dtype, spec.dims_shape(self.dims))
+        digests = dict(s.digests)
+        digests[change.tensor] = _digest(raw)
+        return _Set(s.seed, host, self.task.reference(host, self.dims), s.buffers, digests,
+                    s.scalars)
 
     def launch(self, s: _Set) -> None:
-        self.kernel.launch(self.device, s.buffers, self.dims, s.scalars, self.stream)
+        self.kernel.launch(self.device, self.slot, self.dims, s.scalars, self.stream)
 
     def checked(self, s: _Set) -> _Check:
-        """Poison, launch, wait, judge every output."""
-        self.checks += 1
+        """Prepare, launch, wait, judge every output and every input."""
         self.progress("launch", False)
-        self.poison(s)
+        self.prepare(s)
         self.launch(s)
         self.device.synchronize()
+        return self.judge(s)
+
+    def judge(self, s: _Set) -> _Check:
+        """The slot's outputs against `s`'s reference, its inputs against `s`'s upload."""
+        self.checks += 1
         self.progress("judge", True)
         comps: dict[str, Comparison] = {}
         unwritten: dict[str, tuple[int, tuple[int, ...] | None]] = {}
@@ -204,7 +284,7 @@ class _ShapeRun:
         for kname in self.outputs:
             spec = self.specs[kname]
             shape = spec.dims_shape(self.dims)
-            raw = self.device.download(s.buffers[kname], spec.nbytes(self.dims))
+            raw = self.device.download(self.slot[kname], spec.nbytes(self.dims))
             digests[kname] = _digest(raw)
             got = from_storage(raw, spec.dtype, shape)
             tname = self.back[kname]
@@ -214,13 +294,28 @@ class _ShapeRun:
             n = int(mask.sum())
             first = tuple(int(i) for i in np.argwhere(mask)[0]) if n else None
             unwritten[kname] = (n, first)
-        return _Check(comps, unwritten, digests)
+        return _Check(comps, unwritten, digests, self.modified_inputs(s))
+
+    def flush_touched(self) -> Finding | None:
+        """The flush buffer must hold exactly the byte of the last fill."""
+        raw = self.device.download(self.flush, self.nflush)
+        bad = raw != self.flush_byte
+        n = int(bad.sum())
+        if not n:
+            return None
+        return Finding(CK_INPUT_MODIFIED,
+                       f"the kernel wrote into the runner's L2 flush buffer: {n} byte(s) "
+                       f"differ from the fill, first at byte {int(np.argmax(bad))} "
+                       f"({self._dims_text()})",
+                       ["a kernel may write only its outputs; the flush buffer is filled "
+                        "before every launch to evict L2, and is checked after every round"],
+                       {"tensor": "<l2 flush>", "changed": n})
 
     def modified_inputs(self, s: _Set) -> list[Finding]:
         out = []
         for kname, digest in s.digests.items():
             spec = self.specs[kname]
-            raw = self.device.download(s.buffers[kname], spec.nbytes(self.dims))
+            raw = self.device.download(self.slot[kname], spec.nbytes(self.dims))
             if _digest(raw) == digest:
                 continue
             tname = next((t for t, k in self.rename.items() if k == kname), kname)
@@ -283,17 +378,33 @@ def _worst(result: ShapeResult, chk: _Check) -> None:
             result.max_rel = max(result.max_rel, c.max_rel)
 
 
+def _once_per_tensor(findings: Sequence[Finding]) -> list[Finding]:
+    """One finding per changed tensor (one bug, one finding), the first seen."""
+    seen: set[str] = set()
+    out = []
+    for f in findings:
+        key = str(f.data.get("tensor"))
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
 def run_shape(device: Device, kernel: Launchable, task: Task, dims: Mapping[str, int], *,
               label: str = "", rename: Mapping[str, str] | None = None,
               seeds: Sequence[int] = (0, 1), baseline: Baseline | None = None,
               timing: TimingConfig | None = None, workload: Workload | None = None,
-              flush_bytes: int | None = None, progress: Progress | None = None) -> ShapeResult:
+              flush_bytes: int | None = None, progress: Progress | None = None,
+              rng: random.Random | None = None) -> ShapeResult:
     """Check, time and re-check `kernel` on one shape; never raises for a kernel's fault.
 
-    A fault that leaves the device unusable sets `device_lost` on the result.
+    A fault that leaves the device unusable sets `device_lost` on the result.  `rng`
+    draws the checked timed calls, the perturbations and the flush bytes; it is seeded
+    from the OS unless a test passes one.
     """
     timing = timing or TimingConfig()
     progress = progress or (lambda _phase, _host: None)
+    rng = rng or random.Random(os.urandom(16))
     result = ShapeResult(dict(dims), label, seeds=list(seeds), workload=workload)
     result.baseline = baseline.description if baseline is not None else task.baseline
     if device.fake:
@@ -302,7 +413,7 @@ def run_shape(device: Device, kernel: Launchable, task: Task, dims: Mapping[str,
     prepared: PreparedBaseline | None = None
     try:
         kernel.check_dims(dims)
-        run = _ShapeRun(device, kernel, task, dims, rename or {}, progress)
+        run = _ShapeRun(device, kernel, task, dims, rename or {}, progress, flush_bytes, rng)
         sets = []
         for seed in seeds:
             progress(f"inputs and reference, seed {seed}", True)
@@ -317,6 +428,7 @@ def run_shape(device: Device, kernel: Launchable, task: Task, dims: Mapping[str,
             prepared.launch()
             device.synchronize()
             got = prepared.outputs()
+            prepared.scrub()  # the library's answer is not left for the candidate to find
             result.baseline_correct = all(
                 task.judge(n, got[n], sets[0].want[n], sets[0].host, run.dims,
                            dtypes[n].value).passed for n in task.outputs if n in got)
@@ -337,25 +449,24 @@ def run_shape(device: Device, kernel: Launchable, task: Task, dims: Mapping[str,
             elif a.digests != b.digests:
                 result.flags.append(FLAG_NONDETERMINISTIC)
         progress("inputs unchanged?", True)
-        for s in sets:
-            findings += run.modified_inputs(s)
+        findings += _once_per_tensor([f for c in [*first, *second] for f in c.modified])
         result.findings = findings
         if findings:
             result.correct, result.status = False, "wrong"
             return result
         if timing.enabled:
-            _time(run, sets, prepared, timing, flush_bytes, result)
+            later = _time(run, sets, prepared, timing, result)
             progress("recheck", False)
             for s in sets:
                 chk = run.checked(s)
                 _worst(result, chk)
                 if not chk.passed:
-                    result.findings += _output_findings(
+                    later += _output_findings(
                         run, s, chk, "re-check after timing", CK_RECHECK,
                         ["the output was right before the timing loop: state kept across "
                          "calls, or a race that shows under back-to-back launches"])
-                progress("inputs unchanged?", True)
-                result.findings += run.modified_inputs(s)
+                later += chk.modified
+            result.findings += _once_per_code_and_tensor(later)
         result.correct = not result.findings
         result.status = "ok" if result.correct else "wrong"
         if not result.correct:
@@ -380,6 +491,19 @@ def run_shape(device: Device, kernel: Launchable, task: Task, dims: Mapping[str,
                 device.free(buf)
 
 
+def _once_per_code_and_tensor(findings: Sequence[Finding]) -> list[Finding]:
+    """The first finding of each (code, tensor): a kernel that stops computing fails every
+    later check the same way, and one bug is one finding."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for f in findings:
+        key = (f.code, str(f.data.get("tensor")))
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
 def _runtime(result: ShapeResult, message: str, dims: Mapping[str, int]) -> None:
     result.status, result.correct, result.error = "error", False, message
     result.candidate_ms = None
@@ -388,44 +512,101 @@ def _runtime(result: ShapeResult, message: str, dims: Mapping[str, int]) -> None
                                    {"dims": dict(dims)}))
 
 
+def _order(rng: random.Random, nsets: int, n: int) -> list[int]:
+    """Which seed's inputs each of `n` calls runs on: random, never the same seed twice
+    in a row when there are two or more, so the slot's contents change under the kernel
+    before every call."""
+    out: list[int] = []
+    for _ in range(n):
+        choices = [i for i in range(nsets) if nsets < 2 or not out or i != out[-1]]
+        out.append(rng.choice(choices))
+    return out
+
+
 def _time(run: _ShapeRun, sets: list[_Set], prepared: PreparedBaseline | None,
-          cfg: TimingConfig, flush_bytes: int | None, result: ShapeResult) -> None:
+          cfg: TimingConfig, result: ShapeResult) -> list[Finding]:
+    """Warmup and timing rounds; returns what the checked timed calls found.
+
+    In each round one candidate call, drawn at random, is also judged (outputs and
+    inputs); every other timed call runs on freshly perturbed inputs.  A kernel that
+    returns early, replays a cached answer or writes nothing when it believes it is
+    being timed is caught by the judged call, or timed at the cost of real work."""
     device = run.device
-    nflush = max(flush_bytes or 0, 2 * device.l2_bytes, 1)
-    flush = run.alloc(nflush)
     n = max(1, cfg.calls)
     starts = [device.new_event() for _ in range(n)]
     ends = [device.new_event() for _ in range(n)]
+    found: list[Finding] = []
+    order: list[int] = []
+    judged = -1
+    perturb_judged = False
+    # one round, drawn at random, judges a perturbed call against its own reference
+    # (one extra reference per shape): a cache keyed on part of the inputs is caught there
+    perturbed_round = run.rng.randrange(max(1, cfg.rounds))
+
+    changes: list[_Perturbation | None] = [None] * n
 
     def candidate(i: int) -> None:
-        run.launch(sets[i % len(sets)])
+        changes[i] = run.prepare(sets[order[i]], perturb=i != judged or perturb_judged)
+        device.record(starts[i], run.stream)
+        run.launch(sets[order[i]])
+        device.record(ends[i], run.stream)
 
     def base(i: int) -> None:
         assert prepared is not None
+        device.fill(run.flush, run.rng.randrange(256), run.nflush, run.stream)
+        device.record(starts[i], run.stream)
         prepared.launch()
+        device.record(ends[i], run.stream)
 
     sides: list[tuple[str, Callable[[int], None], _Side]] = [("candidate", candidate, _Side())]
     if prepared is not None:
         sides.append(("baseline", base, _Side()))
     run.progress("warmup", False)
+    order, judged = _order(run.rng, len(sets), n), -1
     for w in range(cfg.warmup):
-        for _, fn, _side in sides:
-            device.fill(flush, w & 0xFF, nflush, run.stream)
-            fn(w)
+        for name, fn, _side in sides:
+            fn(w % n)
+            if name == "baseline" and prepared is not None:
+                prepared.scrub()
     device.synchronize()
     for r in range(max(1, cfg.rounds)):
         run.progress(f"round {r + 1}", False)
-        order = sides if r % 2 == 0 else list(reversed(sides))
-        for _, fn, side in order:
+        ordered = sides if r % 2 == 0 else list(reversed(sides))
+        for name, fn, side in ordered:
+            is_cand = name == "candidate"
+            if is_cand:
+                order, judged = _order(run.rng, len(sets), n), run.rng.randrange(n)
+                perturb_judged = r == perturbed_round
             t0 = time.perf_counter()
+            judge_s = 0.0
             for c in range(n):
-                # a fill of >= 2x L2 evicts whatever the previous call left there
-                device.fill(flush, (r + c) & 0xFF, nflush, run.stream)
-                device.record(starts[c], run.stream)
                 fn(c)
-                device.record(ends[c], run.stream)
+                if is_cand and c == judged:
+                    device.synchronize()
+                    j0 = time.perf_counter()
+                    change = changes[c]
+                    against = sets[order[c]] if change is None else \
+                        run.perturbed(sets[order[c]], change)
+                    chk = run.judge(against)
+                    _worst(result, chk)
+                    if not chk.passed:
+                        found += _output_findings(
+                            run, against, chk, f"timed call {c + 1} of round {r + 1}",
+                            CK_RECHECK,
+                            ["this call was drawn at random among the timed calls and "
+                             "judged: a kernel must do the same work whether or not it is "
+                             "timed"])
+                    found += chk.modified
+                    run.progress(f"round {r + 1}", False)
+                    judge_s += time.perf_counter() - j0
             device.synchronize()  # every stream of the device, not just ours
-            side.wall_ms += (time.perf_counter() - t0) * 1e3
+            side.wall_ms += (time.perf_counter() - t0 - judge_s) * 1e3
+            if is_cand:
+                touched = run.flush_touched()
+                if touched is not None:
+                    found.append(touched)
+            elif prepared is not None:
+                prepared.scrub()
             times = [device.elapsed_ms(starts[c], ends[c]) for c in range(n)]
             side.samples += times
             side.rounds.append(statistics.median(times))
@@ -439,6 +620,7 @@ def _time(run: _ShapeRun, sets: list[_Set], prepared: PreparedBaseline | None,
         b = sides[1][2]
         result.baseline_ms = statistics.median(b.rounds)
         result.baseline_cv = _cv(b.samples)
+    return found
 
 
 def _cv(samples: list[float]) -> float | None:

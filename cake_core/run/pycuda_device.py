@@ -52,8 +52,11 @@ class PycudaDevice(Device):
             raise DeviceFault(str(exc)) from exc
         return out
 
-    def fill(self, buf: Any, byte: int, nbytes: int, stream: Any) -> None:
-        self._cuda.memset_d8_async(buf, byte, nbytes, stream)
+    def fill(self, buf: Any, byte: int, nbytes: int, stream: Any, offset: int = 0) -> None:
+        self._cuda.memset_d8_async(int(buf) + offset, byte, nbytes, stream)
+
+    def copy(self, dst: Any, src: Any, nbytes: int, stream: Any) -> None:
+        self._cuda.memcpy_dtod_async(dst, src, nbytes, stream)
 
     def new_stream(self) -> Any:
         return self._cuda.Stream()

@@ -54,9 +54,13 @@ class TorchDevice(Device):
         except RuntimeError as exc:
             raise DeviceFault(str(exc)) from exc
 
-    def fill(self, buf: Any, byte: int, nbytes: int, stream: Any) -> None:
+    def fill(self, buf: Any, byte: int, nbytes: int, stream: Any, offset: int = 0) -> None:
         with self._torch.cuda.stream(stream):
-            buf[:nbytes].fill_(byte)
+            buf[offset:offset + nbytes].fill_(byte)
+
+    def copy(self, dst: Any, src: Any, nbytes: int, stream: Any) -> None:
+        with self._torch.cuda.stream(stream):
+            dst[:nbytes].copy_(src[:nbytes])
 
     def new_stream(self) -> Any:
         return self._torch.cuda.Stream(device=self._device)
