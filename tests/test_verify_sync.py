@@ -672,3 +672,14 @@ def g(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (N, K)], C: Tensor[bf16, (M, N)])
     d = only(text, "CK312")
     assert "completes more often than it is waited on" in d.message
     assert d.span.start.line + 1 == line_of(text, "full.wait(k % 2)")
+
+
+def test_a_tail_peeled_by_parity_is_checked_on_both_sides() -> None:
+    """`if (K // BN) % 2 == 0:` takes one side under one K: the agents are walked again
+    with K one multiple larger, so a bug in the side the first K skips is found too."""
+    tail = "wgmma_wait(2)            # d0 (chunk K // BN - 2)"
+    bad = edit(DBUF, tail, tail.replace("(2)", "(3)"))
+    d = only(bad, "CK306")
+    assert d.span.start.line + 1 == line_of(bad, "chunks.release()          # the stage of "
+                                            "chunk K // BN - 2")
+    assert run(fixed(bad, d)) == []

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, Fix, Related, TextEdit
-from cake_core.ir.kernel import Op, Value
+from cake_core.ir.kernel import IfOp, Op, Value
+from cake_core.ir.symbolic import Dim, SymExpr
 from cake_core.ir.types import BarrierType, FragmentType, PipelineType, StageType
 from cake_core.verify.bulk_source import by_one_thread, overwritten_finding, wait_fix
 from cake_core.verify.drift import parity_finding
@@ -37,7 +38,7 @@ from cake_core.verify.events import (
 )
 from cake_core.verify.facts import KernelFacts
 from cake_core.verify.leader_release import leader_release_finding
-from cake_core.verify.unroll import Agent, Truncated, Walker, evaluate
+from cake_core.verify.unroll import Agent, Truncated, Walker, condition_leaves, evaluate
 
 Token = tuple[str, str, int]
 """A stage as one side of a pipeline holds it: (pipeline, side, sequence number)."""
@@ -83,9 +84,11 @@ class AgentRun:
     events: list[Event] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     truncated: bool = False
+    sizes: dict[str, int] | None = None
+    """Dim sizes to walk with instead of `facts.sizes` (see `run_agents`)."""
 
     def __post_init__(self) -> None:
-        self.env = dict(self.facts.sizes)
+        self.env = dict(self.facts.sizes if self.sizes is None else self.sizes)
         self.loop_names = sorted(self.facts.loop_vars)
         self._seen: set[object] = set()
         self._reported_pipes: set[str] = set()
@@ -568,7 +571,36 @@ def _other(side: str) -> str:
 
 
 def run_agents(facts: KernelFacts) -> list[AgentRun]:
-    return [AgentRun(facts, a).run() for a in facts.agents]
+    """Each agent's walk under the verifier's sizes.  An `if` on dims takes one side only
+    under one set of sizes (a tail peeled by the parity of a trip count), so the agents are
+    walked again with those dims one multiple larger, and what only that walk finds is
+    reported too; the events that the multi-agent checks consume stay the first walk's."""
+    runs = [AgentRun(facts, a).run() for a in facts.agents]
+    alt = _other_side_sizes(facts)
+    if alt is None:
+        return runs
+    seen = {(d.code, d.span.start.offset) for r in runs for d in r.diagnostics}
+    for agent, r in zip(facts.agents, runs, strict=True):
+        for d in AgentRun(facts, agent, sizes=alt).run().diagnostics:
+            if (d.code, d.span.start.offset) not in seen:
+                seen.add((d.code, d.span.start.offset))
+                r.diagnostics.append(d)
+    return runs
+
+
+def _other_side_sizes(facts: KernelFacts) -> dict[str, int] | None:
+    """`facts.sizes` with the dims that runtime `if`s test grown by one multiple (which
+    flips a parity and keeps every loop at least as long), or None when no `if` tests one."""
+    dims: dict[str, int] = {}
+    for n in facts.kernel.walk():
+        if isinstance(n, IfOp) and not n.elected:
+            for leaf in condition_leaves(n.cond):
+                if isinstance(leaf, SymExpr):
+                    dims.update((a.name, a.multiple_of) for a in leaf.atoms()
+                                if isinstance(a, Dim))
+    grown = {f"${d}": facts.sizes[f"${d}"] + m for d, m in dims.items()
+             if f"${d}" in facts.sizes}
+    return {**facts.sizes, **grown} if grown else None
 
 
 __all__ = ["AgentRun", "run_agents"]
