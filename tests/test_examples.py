@@ -171,3 +171,22 @@ def test_kmeans_assign_design() -> None:
     assert max(len(f.shape) for f in frags) == 2  # type: ignore[attr-defined]
     assert all(d.const is not None and d.const <= 128 for f in frags for d in f.shape)  # type: ignore[attr-defined]
     assert not any(isinstance(n, Role) for n in walk_nodes(load.body))
+
+
+def test_kmeans_assign_dbuf_design() -> None:
+    """The double-buffered k-means is the seed's kernel with a consumer that keeps one
+    chunk's wgmmas in flight: two accumulators, `wgmma_wait(2)` (the newer chunk's two
+    groups) in the loop and the drain only in the tail."""
+    seed, k = _kernel("kmeans_assign_sm90.cake"), _kernel("kmeans_assign_sm90_dbuf.cake")
+    assert {n: (r.warp_start, r.warp_stop, r.regs) for n, r in k.roles.items()} == {
+        n: (r.warp_start, r.warp_stop, r.regs) for n, r in seed.roles.items()}
+    assert sum(a.nbytes for a in k.smem) == sum(a.nbytes for a in seed.smem)
+    dist = k.roles["dist"]
+    accs = {op.results[0].name for op in _ops(dist.body, "fragment")
+            if op.results[0].type.layout is FragLayout.WGMMA_ACC}  # type: ignore[attr-defined]
+    assert accs == {"d0", "d1"}
+    (loop,) = [n for n in dist.body if isinstance(n, ForOp) and _ops(n.body, "release")]
+    waits = [op.args["n"].sym.const for op in _ops(loop.body, "wgmma_wait")]  # type: ignore[union-attr]
+    assert waits == [2, 2]
+    assert len(_ops(loop.body, "release")) == 2 and len(_ops(loop.body, "wait")) == 2
+    assert 0 in [op.args["n"].sym.const for op in _ops(dist.body, "wgmma_wait")]  # type: ignore[union-attr]

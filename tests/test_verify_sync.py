@@ -362,6 +362,66 @@ def test_wgmma_wait_one_leaves_the_newest_group_pending() -> None:
     assert "wgmma_wait(0)" in d.message
 
 
+# --- CK306 across loop iterations: double-buffered accumulators ---
+DBUF = (ROOT / "examples" / "kmeans_assign_sm90_dbuf.cake").read_text(encoding="utf-8")
+"""Two accumulators in turn: chunk j + 1 is issued into one, `wgmma_wait(2)` completes the
+other (chunk j) while j + 1's two groups stay in flight, then chunk j's stage is released."""
+
+_WAIT_EVEN = "wgmma_wait(2)            # d0 (chunk 2 * p)"
+_WAIT_ODD = "wgmma_wait(2)            # d1 (chunk 2 * p + 1)"
+
+
+def test_loop_carried_stage_and_accumulator_are_the_latest_definition() -> None:
+    """`scn[s0]` and `d0` at the top of the body mean the definitions before the loop on
+    the first iteration and those at the bottom of the body after it: no stage is seen as
+    released early, and the accumulator read is checked against the right wgmma."""
+    assert run(DBUF) == []
+
+
+def test_too_shallow_wait_in_a_double_buffer_is_one_finding_per_wait() -> None:
+    bad = edit(DBUF, _WAIT_EVEN, _WAIT_EVEN.replace("(2)", "(3)"))
+    bad = edit(bad, _WAIT_ODD, _WAIT_ODD.replace("(2)", "(3)"))
+    found = run(bad)
+    assert [d.code for d in found] == ["CK306", "CK306"], render_text(found, {"k.cake": _src(bad)})
+    assert [d.span.start.line + 1 for d in found] == [
+        line_of(bad, "chunks.release()          # the stage of chunk 2 * p"),
+        line_of(bad, "chunks.release()          # the stage of chunk 2 * p + 1")]
+    for d, wait in zip(found, (_WAIT_EVEN, _WAIT_ODD), strict=True):
+        assert "n <= 2" in d.message
+        assert any(r.span.start.line + 1 == line_of(bad, wait.replace("(2)", "(3)"))
+                   for r in d.related)
+        assert d.fixes[0].applicability is Applicability.SAFE
+        assert d.fixes[0].edits[0].new_text == "2"  # deepens the wait, adds no second one
+    assert run(apply_edits(bad, [e for d in found for e in d.fixes[0].edits])) == []
+
+
+def test_reading_the_older_accumulator_with_no_wait_at_all() -> None:
+    bad = edit(DBUF, "            " + _WAIT_EVEN + " is complete\n", "")
+    d = only(bad, "CK306")
+    release = "chunks.release()          # the stage of chunk 2 * p"
+    assert d.span.start.line + 1 == line_of(bad, release)
+    assert run(fixed(bad, d)) == []
+
+
+def test_rebinding_an_accumulator_a_wgmma_still_writes() -> None:
+    """`acc = fragment(...)` zero-fills registers the previous iteration's wgmma, kept in
+    flight by `wgmma_wait(1)`, is still writing."""
+    bad = edit(GEMM, "        acc = fragment(f32, (BM, BN), layout=wgmma_acc)\n", "")
+    bad = edit(bad, "            wgmma(acc, sa[s], sb[s].T)\n            wgmma_wait(0)\n"
+               "            ab.release()\n",
+               "            acc = fragment(f32, (BM, BN), layout=wgmma_acc)\n"
+               "            wgmma(acc, sa[s], sb[s].T)\n            wgmma_wait(0)\n"
+               "            ab.release()\n")
+    assert run(bad) == []  # a fresh accumulator per iteration, drained: fine
+    bad = edit(bad, "            wgmma_wait(0)\n            ab.release()\n",
+               "            if k > 0:\n                wgmma_wait(1)\n"
+               "                ab.release()\n")
+    bad += "        wgmma_wait(0)\n        ab.release()\n"
+    d = run(bad)[0]
+    assert d.code == "CK306" and "re-binds `acc`" in d.message, d.message
+    assert d.span.start.line + 1 == line_of(bad, "            acc = fragment(")
+
+
 # --- CK307 cp.async groups ---
 def test_wait_that_leaves_the_needed_group_in_flight_has_a_counted_fix() -> None:
     bad = edit(SM80, "cp_async_wait(STAGES - 2)", "cp_async_wait(STAGES - 1)")
@@ -633,3 +693,14 @@ def g(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (N, K)], C: Tensor[bf16, (M, N)])
     d = only(text, "CK312")
     assert "completes more often than it is waited on" in d.message
     assert d.span.start.line + 1 == line_of(text, "full.wait(k % 2)")
+
+
+def test_a_tail_peeled_by_parity_is_checked_on_both_sides() -> None:
+    """`if (K // BN) % 2 == 0:` takes one side under one K: the agents are walked again
+    with K one multiple larger, so a bug in the side the first K skips is found too."""
+    tail = "wgmma_wait(2)            # d0 (chunk K // BN - 2)"
+    bad = edit(DBUF, tail, tail.replace("(2)", "(3)"))
+    d = only(bad, "CK306")
+    assert d.span.start.line + 1 == line_of(bad, "chunks.release()          # the stage of "
+                                            "chunk K // BN - 2")
+    assert run(fixed(bad, d)) == []

@@ -12,6 +12,7 @@ coefficient, so calibration refits coefficients without walking kernels again
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,9 +24,13 @@ from cake_core.cost.record import FREE, CostContext, CostRecord, GlobalAccess
 from cake_core.cost.resources import ResourceReport, resource_report
 from cake_core.hardware import ArchSpec, GpuSpec, default_gpu, get_arch
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role
-from cake_core.ir.symbolic import SymExpr
+from cake_core.ir.symbolic import SymExpr, Var
 from cake_core.primitives.facets import FacetError, Unsupported
 from cake_core.verify.register_estimate import ALL_WARPS
+from cake_core.verify.unroll import condition_leaves, truth
+
+_MAX_SHARE = 1 << 14
+"""Most loop-variable combinations a branch share is counted over."""
 
 STEADY, PROLOGUE, EPILOGUE = "steady", "prologue", "epilogue"
 _AXES = ("x", "y", "z")
@@ -280,6 +285,8 @@ class _Walker:
         self.warnings: list[str] = []
         self._missing: set[str] = set()
         self._in_tile = 0
+        self._loops: list[tuple[str, range]] = []
+        """The enclosing loops' variables and iterations (when their bounds evaluate)."""
 
     def body(self, nodes: list[Node], role: str, execs: float, loop: int | None, *,
              top: bool = False) -> None:
@@ -304,16 +311,58 @@ class _Walker:
                                     f"{n.span.start.line + 1}: {exc}") from exc
                 self.loop_execs.append(execs * trips)
                 self.loop_lines.append(n.span.start.line)
+                var = n.var.sym.name if isinstance(n.var.sym, Var) else n.var.name
+                self._loops.append((var, self._iterations(n)))
                 self.body(n.body, role, execs * trips, len(self.loop_execs) - 1)
+                self._loops.pop()
             elif isinstance(n, IfOp):
-                self._branch(n.then, role, execs, loop, top, phase)
-                self._branch(n.orelse, role, execs, loop, top, phase)
+                share = self._share(n)
+                if share > 0:
+                    self._branch(n.then, role, execs * share, loop, top, phase)
+                if share < 1:
+                    self._branch(n.orelse, role, execs * (1 - share), loop, top, phase)
             elif isinstance(n, Op):
                 self.op(n, role, execs, loop, phase)
 
+    def _iterations(self, loop: ForOp) -> range:
+        try:
+            return range(*(evaluate(x, self.ctx.env) for x in (loop.start, loop.stop, loop.step)))
+        except (MissingDimError, ZeroDivisionError, ValueError):
+            return range(0)  # bounds that depend on an outer loop: no exact share below
+
+    def _share(self, node: IfOp) -> float:
+        """The share of its executions in which a runtime `if` takes its `then` side.
+
+        A condition on dims is decided by the launch sizes (a tail peeled by the parity of
+        a trip count prices only the tail that runs); one on enclosing loop variables is
+        counted over their iterations (`if k + 1 < n` runs n - 1 times in n).  Any other
+        (a block index, a lane, a scalar parameter) counts both sides in full: an upper
+        bound."""
+        if node.elected:
+            return 1.0
+        names: set[str] = set()
+        for leaf in condition_leaves(node.cond):
+            if not isinstance(leaf, SymExpr):
+                return 1.0
+            for a in leaf.atoms():
+                if isinstance(a, Var):
+                    names.add(a.name)
+        env: dict[str, int] = {"$" + k: int(v) for k, v in self.ctx.env.items()}
+        loops = [(v, r) for v, r in self._loops if v in names]
+        if names - {v for v, _ in loops} or math.prod(len(r) for _, r in loops) > _MAX_SHARE:
+            return 1.0
+        hits = total = 0
+        for values in itertools.product(*(r for _, r in loops)):
+            env.update(zip((v for v, _ in loops), values, strict=True))
+            t = truth(node.cond, env)
+            if t is None:
+                return 1.0
+            hits, total = hits + t, total + 1
+        return hits / total if total else 1.0
+
     def _branch(self, nodes: list[Node], role: str, execs: float, loop: int | None,
                 top: bool, phase: str) -> None:
-        """Both sides of a runtime `if` are counted in full: an upper bound."""
+        """One side of a runtime `if`, `execs` times (see `_share`)."""
         if top:
             for n in nodes:
                 if isinstance(n, Op):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any
 
+from cake_core.diagnostics import codes
 from cake_core.ir.kernel import ForOp, IfOp, Node, Op, Role
 from cake_core.ir.symbolic import Var
 from cake_core.ir.types import SmemType
@@ -22,7 +23,7 @@ from cake_core.primitives.registry import Primitive
 from cake_core.primitives.traits import Trait
 from cake_core.sim.context import SimContext, SimUnsupported
 from cake_core.sim.races import join
-from cake_core.sim.state import Blocked
+from cake_core.sim.state import Blocked, Fragment
 
 Facet = Callable[[Op, SimContext], Any]
 
@@ -102,6 +103,9 @@ def _op(ctx: SimContext, op: Op) -> Generator[Blocked | None, None, None]:
     res = op.results
     env = proc.env
     if len(res) == 1:
+        old = env.get(res[0].name)
+        if isinstance(old, Fragment) and old.pending and old is not r:
+            _rebound_in_flight(ctx, op, res[0].name)
         env[res[0].name] = r
     elif len(res) > 1:
         for v, x in zip(res, r, strict=True):
@@ -110,3 +114,14 @@ def _op(ctx: SimContext, op: Op) -> Generator[Blocked | None, None, None]:
         env[name] = r
     if Trait.THREAD_LOCAL not in op.prim.traits:
         yield None
+
+
+def _rebound_in_flight(ctx: SimContext, op: Op, name: str) -> None:
+    """A name is one set of registers: binding a new fragment to it while wgmma groups
+    still write the old one clobbers registers the tensor cores are writing (a double
+    buffer that reuses an accumulator before the wait that retires it)."""
+    ctx.report(codes.SIM_ASYNC_RESULT_READ, op.span,
+               f"`{name}` is re-bound while wgmma groups that write it are still in flight; "
+               "the new value and the groups' results land in the same registers",
+               notes=["retire the groups first: a `wgmma_wait` that covers them before this "
+                      "line"])

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related, TextEdit
-from cake_core.ir.kernel import Op, Value
-from cake_core.ir.types import BarrierType, PipelineType, StageType
+from cake_core.ir.kernel import IfOp, Op, Value
+from cake_core.ir.symbolic import Dim, SymExpr
+from cake_core.ir.types import BarrierType, FragmentType, PipelineType, StageType
 from cake_core.verify.bulk_source import by_one_thread, overwritten_finding, wait_fix
 from cake_core.verify.drift import parity_finding
 from cake_core.verify.effects import ASYNC_PROXY, Effects, Region, barrier_parts
@@ -37,7 +38,7 @@ from cake_core.verify.events import (
 )
 from cake_core.verify.facts import KernelFacts
 from cake_core.verify.leader_release import leader_release_finding
-from cake_core.verify.unroll import Agent, Truncated, Walker, evaluate
+from cake_core.verify.unroll import Agent, Truncated, Walker, condition_leaves, evaluate
 
 Token = tuple[str, str, int]
 """A stage as one side of a pipeline holds it: (pipeline, side, sequence number)."""
@@ -60,7 +61,9 @@ class _Pending:
     seq: int
     op: Op
     regions: list[Region]
-    frags: set[int] = field(default_factory=set)
+    frags: set[str] = field(default_factory=set)
+    """The accumulators it writes, by name: a name is one set of registers, whichever
+    definition of it a use refers to (see `AgentRun.stage_of`)."""
     tokens: set[Token] = field(default_factory=set)
 
 
@@ -81,9 +84,11 @@ class AgentRun:
     events: list[Event] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     truncated: bool = False
+    sizes: dict[str, int] | None = None
+    """Dim sizes to walk with instead of `facts.sizes` (see `run_agents`)."""
 
     def __post_init__(self) -> None:
-        self.env = dict(self.facts.sizes)
+        self.env = dict(self.facts.sizes if self.sizes is None else self.sizes)
         self.loop_names = sorted(self.facts.loop_vars)
         self._seen: set[object] = set()
         self._reported_pipes: set[str] = set()
@@ -91,9 +96,20 @@ class AgentRun:
         self.seq: dict[tuple[str, str], int] = {}
         self.held: dict[tuple[str, str], list[tuple[Token, Op]]] = {}
         self.ended: dict[Token, Op] = {}
-        self.stage_of: dict[int, Token] = {}
+        self.stage_of: dict[str, Token] = {}
+        """Stage name -> the stage it holds now.  By name, not by Value: the IR binds a use
+        to the definition before it in the text, so a use at the top of a loop body means the
+        definition before the loop on the first iteration but the one at the bottom of the
+        body on the next (a loop-carried stage or accumulator, as in double buffering).  The
+        walk is unrolled, so the latest definition executed is the one a use means."""
         self.wgmma: list[_Pending] = []
         self.wgmma_n = 0
+        self.wgmma_waited: tuple[Op, int, tuple[tuple[str, int], ...]] | None = None
+        """The last `wgmma_wait`, how many wgmma groups had been issued before it, and the
+        loop iteration it ran in."""
+        self.wgmma_last: Op | None = None
+        """The last wgmma or `wgmma_wait`: late accesses after the same one, on any
+        iteration, miss the same wait (one finding)."""
         self.bulk: list[_Pending] = []
         self.bulk_n = 0
         self.bulk_met: dict[int, Op] = {}
@@ -177,7 +193,7 @@ class AgentRun:
             stage, rnd = n % pt.stages, n // pt.stages
             if op.results:
                 r = op.results[0]
-                self.stage_of[id(r)] = token
+                self.stage_of[r.name] = token
                 self.env[r.name] = stage
                 self.env[f"{r.name}.phase"] = rnd % 2
             ev.sync = PipeSync(pt.name, action, stage, rnd)
@@ -191,7 +207,7 @@ class AgentRun:
         token, _ = held.pop(0)
         self.ended[token] = op
         if side == "consumer":
-            for p in self.wgmma:
+            for p in reversed(self.wgmma):  # the newest group reading it sets the count
                 if token in p.tokens:
                     self.wgmma_late(p, op, f"`{pt.name}.release()` hands the stage back while "
                                     f"the wgmma on line {p.op.span.start.line + 1} may still be "
@@ -211,7 +227,7 @@ class AgentRun:
         stage: list[int | None] = []
         tokens: list[Token] = []
         for idx in ref.stage:
-            tok = self.stage_of.get(id(idx))
+            tok = self.stage_of.get(idx.name) if isinstance(idx.type, StageType) else None
             if tok is not None:
                 stage.append(tok[2] % self.facts.pipelines[tok[0]].stages)
                 tokens.append(tok)
@@ -355,29 +371,58 @@ class AgentRun:
             for v in eff.smem_reads:
                 tokens.update(self.region(v)[1])
             self.wgmma_n += 1
+            self.wgmma_last = op
             self.wgmma.append(_Pending(self.wgmma_n, op, regions,
-                                       {id(f) for f in eff.frag_writes}, tokens))
+                                       {f.name for f in eff.frag_writes}, tokens))
             return
         if eff.async_group == "bulk_store":
             self.bulk_n += 1
             self.bulk.append(_Pending(self.bulk_n, op, [a.region for a in ev.accesses]))
-        for f in (*eff.frag_reads, *eff.frag_writes):
-            for p in self.wgmma:
-                if id(f) in p.frags:
-                    self.wgmma_late(p, op, f"reads `{f.name}` while the wgmma on line "
+        results = {id(r) for r in op.results}
+        for f in (*eff.frag_reads, *eff.frag_writes,
+                  *(r for r in op.results if isinstance(r.type, FragmentType))):
+            for p in reversed(self.wgmma):
+                if f.name in p.frags:
+                    verb = "re-binds" if id(f) in results else "reads"
+                    self.wgmma_late(p, op, f"{verb} `{f.name}` while the wgmma on line "
                                     f"{p.op.span.start.line + 1} may still be writing it")
                     break
 
     def wgmma_late(self, p: _Pending, op: Op, message: str) -> None:
         pending = len(self.wgmma) - self.wgmma.index(p) - 1
+        shallow = self.shallow_wait(p)
+        related = [Related(p.op.span, "the wgmma still in flight")]
+        if shallow is not None:
+            # a wait after the wgmma let it through: deepen that wait, which also keeps the
+            # groups issued after it in flight (double buffering), rather than add a second
+            wop, need = shallow
+            related.append(Related(wop.span, "this wait leaves it in flight"))
+            fix = Fix(f"wait until at most {need} group{'s' if need != 1 else ''} "
+                      f"{'are' if need != 1 else 'is'} pending: `wgmma_wait({need})`",
+                      (TextEdit(wop.arg_spans["n"], self.facts.spell(need)),))
+        else:
+            fix = Fix(f"wait for the wgmma first: `wgmma_wait({pending})`",
+                      (self.facts.insert_before(op.span, f"wgmma_wait({pending})"),))
         self.once(("306", id(p.op)), codes.WGMMA_NOT_WAITED.at(
             op.span, f"{message}; a wgmma runs asynchronously until "
             + ("a `wgmma_wait(0)`" if pending == 0 else f"a `wgmma_wait(n)` with n <= {pending}")
-            + " covers it",
-            related=[Related(p.op.span, "the wgmma still in flight")],
-            fixes=[Fix(f"wait for the wgmma first: `wgmma_wait({pending})`",
-                       (self.facts.insert_before(op.span, f"wgmma_wait({pending})"),))]),
-                  ("306 at", id(op)))
+            + " covers it", related=related, fixes=[fix]),
+                  ("306 at", id(op)), ("306 after", id(self.wgmma_last)))
+
+    def shallow_wait(self, p: _Pending) -> tuple[Op, int] | None:
+        """The last `wgmma_wait`, when it came after `p` and left it pending, with the count
+        that would have covered `p` there.  That wait is the bug, whichever late access it
+        lets through on any iteration of a loop, and the fix deepens it."""
+        w = self.wgmma_waited
+        if w is None or w[1] < p.seq or w[1] < self.wgmma_n or "n" not in w[0].arg_spans:
+            return None  # no wait since `p`, or wgmmas issued after it: one is missing here
+        if w[2] != self.iteration():
+            return None  # e.g. a loop's wait(1), then the epilogue: it needs a wait of its own
+        return w[0], w[1] - p.seq
+
+    def iteration(self) -> tuple[tuple[str, int], ...]:
+        """The values of the loop variables in scope: which iteration of which loop runs."""
+        return tuple((n, self.env[n]) for n in self.loop_names if n in self.env)
 
     def sync(self, op: Op, eff: Effects, ev: Event) -> None:
         if eff.group_commit == "cp_async":
@@ -386,6 +431,8 @@ class AgentRun:
             group, n = eff.group_wait
             if group == "wgmma":
                 self.wgmma = self.wgmma[len(self.wgmma) - n:] if n else []
+                self.wgmma_waited = (op, self.wgmma_n, self.iteration())
+                self.wgmma_last = op
                 ev.sync = GroupWait(group, self.wgmma_n - len(self.wgmma))
             elif group == "bulk_store":
                 keep = self.bulk[len(self.bulk) - n:] if n else []
@@ -578,7 +625,36 @@ def _other(side: str) -> str:
 
 
 def run_agents(facts: KernelFacts) -> list[AgentRun]:
-    return [AgentRun(facts, a).run() for a in facts.agents]
+    """Each agent's walk under the verifier's sizes.  An `if` on dims takes one side only
+    under one set of sizes (a tail peeled by the parity of a trip count), so the agents are
+    walked again with those dims one multiple larger, and what only that walk finds is
+    reported too; the events that the multi-agent checks consume stay the first walk's."""
+    runs = [AgentRun(facts, a).run() for a in facts.agents]
+    alt = _other_side_sizes(facts)
+    if alt is None:
+        return runs
+    seen = {(d.code, d.span.start.offset) for r in runs for d in r.diagnostics}
+    for agent, r in zip(facts.agents, runs, strict=True):
+        for d in AgentRun(facts, agent, sizes=alt).run().diagnostics:
+            if (d.code, d.span.start.offset) not in seen:
+                seen.add((d.code, d.span.start.offset))
+                r.diagnostics.append(d)
+    return runs
+
+
+def _other_side_sizes(facts: KernelFacts) -> dict[str, int] | None:
+    """`facts.sizes` with the dims that runtime `if`s test grown by one multiple (which
+    flips a parity and keeps every loop at least as long), or None when no `if` tests one."""
+    dims: dict[str, int] = {}
+    for n in facts.kernel.walk():
+        if isinstance(n, IfOp) and not n.elected:
+            for leaf in condition_leaves(n.cond):
+                if isinstance(leaf, SymExpr):
+                    dims.update((a.name, a.multiple_of) for a in leaf.atoms()
+                                if isinstance(a, Dim))
+    grown = {f"${d}": facts.sizes[f"${d}"] + m for d, m in dims.items()
+             if f"${d}" in facts.sizes}
+    return {**facts.sizes, **grown} if grown else None
 
 
 __all__ = ["AgentRun", "run_agents"]

@@ -82,7 +82,9 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, t: dict[str, np.ndarra
 TASK = Task(
     name="kmeans_assign",
     description=__doc__.strip().splitlines()[0],
-    kernels=(KernelEntry("../kmeans_assign_sm90.cake", "kmeans_assign_sm90"),),
+    # the seed first (`cake evolve` starts from it), then its double-buffered form
+    kernels=(KernelEntry("../kmeans_assign_sm90.cake", "kmeans_assign_sm90"),
+             KernelEntry("../kmeans_assign_sm90_dbuf.cake", "kmeans_assign_sm90_dbuf")),
     inputs=inputs,
     reference=reference,
     outputs=("out",),

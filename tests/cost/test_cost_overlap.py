@@ -112,6 +112,33 @@ def test_an_mma_group_in_flight_hides_the_waits() -> None:
     assert drain.seconds > ahead.seconds
 
 
+def test_double_buffered_accumulators_overlap_mma_with_the_argmin() -> None:
+    """kmeans_assign_sm90_dbuf keeps one chunk's groups in flight (`wgmma_wait(2)`, two
+    accumulators): its consumer is priced max(T, C) + contention x min(T, C), faster than
+    the seed's T + C + S and the faster the less the pipes contend."""
+    seed = predict(example("kmeans_assign_sm90.cake"), KMEANS, H200)
+    dbuf_k = example("kmeans_assign_sm90_dbuf.cake")
+    dbuf = predict(dbuf_k, KMEANS, H200)
+    assert dbuf.seconds < seed.seconds / 1.15
+    assert dbuf.terms["role:dist"] < dbuf.terms["tensor"] + dbuf.terms["cuda"]
+    times = _times(dbuf_k, KMEANS, (0.0, 0.5, 1.0))
+    assert times == sorted(times) and times[0] < times[-1]
+
+
+def test_a_tail_peeled_by_parity_prices_only_the_side_that_runs() -> None:
+    """K // BN = 8 takes the two-chunk tail: the one-chunk `else` side is not priced, so
+    the kernel costs less than counting both sides would say (every op's executions are
+    checked in test_cost_exposure.py)."""
+    k = example("kmeans_assign_sm90_dbuf.cake")
+    even = predict(k, KMEANS, H200)
+    odd = predict(k, {**KMEANS, "K": 1152}, H200)  # 9 chunks: the one-chunk tail
+    lines = {ln.line for ln in even.lines if ln.seconds > 0}
+    text = (ROOT / "examples" / "kmeans_assign_sm90_dbuf.cake").read_text(encoding="utf-8")
+    else_line = text.split("\n").index("        else:") + 2  # 0-based line of the first op
+    assert else_line not in lines
+    assert else_line in {ln.line for ln in odd.lines if ln.seconds > 0}
+
+
 def test_the_l2_rate_comes_from_the_hardware_table() -> None:
     gemm = example("gemm_sm90.cake")
     slow = replace(H200, l2_bandwidth=H200.l2_bandwidth / 4)

@@ -23,7 +23,8 @@ pytestmark = [pytest.mark.nvcc,
               pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")]
 
 ROOT = Path(__file__).resolve().parents[2]
-STEMS = ["gemm_sm80", "gemm_sm90", "kmeans_assign_sm90", "tinygemm_sm90"]
+STEMS = ["gemm_sm80", "gemm_sm90", "kmeans_assign_sm90", "kmeans_assign_sm90_dbuf",
+         "tinygemm_sm90"]
 
 
 def _source(stem: str) -> SourceFile:

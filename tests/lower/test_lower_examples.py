@@ -13,7 +13,8 @@ from cake_core.lower import LowerResult, lower_source
 from cake_core.source import SourceFile
 from cake_core.verify.smem_plan import smem_plan
 
-STEMS = ["gemm_sm80", "gemm_sm90", "kmeans_assign_sm90", "tinygemm_sm90"]
+STEMS = ["gemm_sm80", "gemm_sm90", "kmeans_assign_sm90", "kmeans_assign_sm90_dbuf",
+         "tinygemm_sm90"]
 _LINE = re.compile(r'^#line (\d+) "([^"]*)"$')
 
 
@@ -143,6 +144,16 @@ def test_kmeans_reduces_rows_with_shuffles(lowered_examples: dict[str, LowerResu
     assert "__fsub_rn(cn[" in cu and "__fmul_rn(2.0f, dot[" in cu
     # one replica (lane % 4 == 0) stores each row's index
     assert "lane % 4 == 0 && gi0 < B && gi1 < N" in cu
+
+
+def test_kmeans_dbuf_keeps_one_chunk_in_flight(lowered_examples: dict[str, LowerResult]) -> None:
+    cu = lowered_examples["kmeans_assign_sm90_dbuf"].cu
+    assert cu is not None
+    body = cu.split("for (int p = 0; p < (K / 128 - 1) / 2; ++p) {")[1]
+    body = body.split("if (K / 128 % 2 == 0)")[0]
+    # two accumulators, each waited with the other's two groups still in flight
+    assert body.count("cake_wgmma_wait<2>();") == 2 and "cake_wgmma_wait<0>" not in body
+    assert "__fmul_rn(2.0f, d0[" in body and "__fmul_rn(2.0f, d1[" in body
 
 
 def test_tinygemm_stores_through_smem_with_tma(lowered_examples: dict[str, LowerResult]) -> None:

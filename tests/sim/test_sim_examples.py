@@ -22,6 +22,7 @@ EXAMPLES = [
     ("gemm_bf16", "examples/tinygemm_sm90.cake", "tinygemm_sm90"),
     ("gemm_f16_sm80", "examples/gemm_sm80.cake", "gemm_sm80"),
     ("kmeans_assign", "examples/kmeans_assign_sm90.cake", "kmeans_assign_sm90"),
+    ("kmeans_assign", "examples/kmeans_assign_sm90_dbuf.cake", "kmeans_assign_sm90_dbuf"),
 ]
 
 

@@ -200,3 +200,43 @@ def test_schedules_are_reproducible(launch: Launch) -> None:
     assert [r.steps for r in a] == [r.steps for r in b]
     for x, y in zip(a, b, strict=True):
         np.testing.assert_array_equal(x.outputs["C"], y.outputs["C"])
+
+
+DBUF = (ROOT / "examples" / "kmeans_assign_sm90_dbuf.cake").read_text(encoding="utf-8")
+KMEANS = {"B": 1, "N": 200, "K": 640}
+
+
+def test_double_buffered_accumulators_are_clean(launch: Launch) -> None:
+    """Two accumulators in turn, one chunk's wgmma groups in flight across the loop's back
+    edge: no finding, and the argmin is the reference's (tests/sim/test_sim_examples.py)."""
+    for r in launch(SimKernel.from_text(DBUF, "dbuf.cake"), KMEANS, schedules=3):
+        assert r.diagnostics == [], r.schedule
+
+
+def test_too_shallow_wait_in_a_double_buffer_is_seen(launch: Launch) -> None:
+    """`wgmma_wait(3)` leaves a group of the older chunk in flight: its accumulator is read
+    before it is complete, and its stage is released while the wgmma still reads it."""
+    bad = DBUF.replace("wgmma_wait(2)            # d0 (chunk 2 * p)",
+                       "wgmma_wait(3)            # d0 (chunk 2 * p)")
+    assert bad != DBUF
+    for r in launch(SimKernel.from_text(bad, "shallow.cake"), KMEANS):
+        found = [d for d in r.diagnostics if d.code == "CK506"]
+        assert found and "`d0` is read" in found[0].message, r.schedule
+
+
+def test_rebinding_an_accumulator_in_flight_is_seen(launch: Launch) -> None:
+    """A fresh `acc = fragment(...)` per iteration with the previous iteration's wgmma kept
+    in flight by `wgmma_wait(1)`: the new fragment takes the registers the group writes."""
+    block = (ROOT / "bench" / "data" / "gemm_sm90_block.cake").read_text(encoding="utf-8")
+    text = block.replace("# --- kernel ---\n", "").rstrip("\n") + "\n"
+    text = text.replace("        acc = fragment(f32, (BM, BN), layout=wgmma_acc)\n", "")
+    text = text.replace("            wgmma(acc, sa[s], sb[s].T)\n            wgmma_wait(0)\n"
+                        "            ab.release()\n",
+                        "            acc = fragment(f32, (BM, BN), layout=wgmma_acc)\n"
+                        "            wgmma(acc, sa[s], sb[s].T)\n            if k > 0:\n"
+                        "                wgmma_wait(1)\n                ab.release()\n")
+    text += "        wgmma_wait(0)\n        ab.release()\n"
+    assert "if k > 0" in text
+    for r in launch(SimKernel.from_text(text, "rebind.cake"), GEMM):
+        msgs = [d.message for d in r.diagnostics if d.code == "CK506"]
+        assert any("`acc` is re-bound" in m for m in msgs), r.schedule

@@ -8,5 +8,5 @@ plugin = Plugin(
     version="0.1.0",
     tactics=TACTICS,
     description="Tile sizes, stage counts, swizzles, register splits; warp specialisation, "
-                "cp.async <-> TMA, persistent tiles",
+                "cp.async <-> TMA, persistent tiles, double-buffered accumulators",
 )

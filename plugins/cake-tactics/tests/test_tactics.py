@@ -72,7 +72,8 @@ def test_plugin_loads_through_its_entry_point() -> None:
     assert "cake-tactics" in [p.name for p in ps.plugins]
     assert {t.name for _, t in ps.tactics()} >= {"tile-size", "stages", "swizzle",
                                                  "rebalance-registers", "warp-specialize",
-                                                 "async-copy", "persistent-tiles"}
+                                                 "async-copy", "persistent-tiles",
+                                                 "accumulator-double-buffer"}
 
 
 def test_retuning_reports_the_cost_models_verdict_at_the_tasks_headline_shape() -> None:
