@@ -1,6 +1,7 @@
 # Two entry points for a fresh machine (Python 3.11+): `make main` and `make test`.
 # Both create .venv on first use and install CAKE (its first-party plugins included) with its
-# dev tools.
+# dev tools and Ray (the `ray` extra, so that `make test-slow` runs the Ray executor against a
+# real local instance: an 80 MB wheel, 240 MB installed, seconds on a fast link).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -16,7 +17,7 @@ $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip uninstall --quiet --yes cake-tactics cake-kmeans 2>/dev/null || true
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray]'
 	touch $(STAMP)
 
 ## The main job on its embedded defaults: evolve the Flash-KMeans assignment kernel offline

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
 
+from cake_agents.context import SetupError
 from cake_agents.gates import evaluate_job
 
 GateCallback = Callable[[str, str], None]
@@ -185,6 +187,22 @@ class LocalPoolExecutor:
 
 
 # --- Ray ---------------------------------------------------------------------------------
+#: Attempts per job on Ray: a worker that dies mid-evaluation (killed, out of memory, its
+#: node lost) gets its job run once more on another worker; a second death is reported as
+#: an `E-WORKER` failure of that candidate, like a dead worker of the local pool.
+RAY_ATTEMPTS = 2
+
+#: Set before Ray is imported when this process starts a Ray instance of its own: Ray's
+#: servers then bind to the loopback interface only (Ray binds them to the node's address,
+#: and this makes that address 127.0.0.1), and no usage statistics leave the machine.
+PRIVATE_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+class RayUnavailable(SetupError):
+    """`--executor ray` without Ray installed, or a Ray that would not start: a usage
+    problem the command line reports in one line, not a traceback."""
+
+
 def _ray_evaluate(job: dict[str, Any]) -> dict[str, Any]:
     return evaluate_job(job)
 
@@ -192,25 +210,54 @@ def _ray_evaluate(job: dict[str, Any]) -> dict[str, Any]:
 class RayExecutor:
     """Jobs as Ray tasks.
 
-    `address` joins an existing cluster (`ray://...` or `auto`); None starts a Ray
-    instance on this machine with `num_cpus` workers (what the tests use: Ray removed its
-    in-process "local mode", so a one-machine instance is the local way to run it).
+    `address` joins an existing cluster (`ray://...`, `HOST:PORT` or `auto`; `RAY_ADDRESS`
+    when not given).  Without one, a private Ray instance starts on this machine with
+    `num_cpus` workers, bound to the loopback interface, with neither dashboard nor usage
+    statistics, and `close` shuts it down (Ray removed its in-process "local mode", so a
+    one-machine instance is the local way to run it).  `evaluate` is the job function,
+    `gates.evaluate_job` unless a test stands in for it.
     """
 
     name = "ray"
 
     def __init__(self, address: str | None = None, *, timeout_s: float = 120.0,
-                 num_cpus: int | None = None) -> None:
-        import ray
+                 num_cpus: int | None = None,
+                 evaluate: Callable[[dict[str, Any]], dict[str, Any]] = _ray_evaluate
+                 ) -> None:
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        if address is None:
+            for key, value in PRIVATE_RAY_ENV.items():
+                os.environ.setdefault(key, value)
+        try:
+            import ray
+        except ImportError as exc:
+            raise RayUnavailable("--executor ray needs Ray: pip install "
+                                 "'cake-kernels[ray]'") from exc
 
+        if address is None:
+            # Ray read the environment when it was first imported, maybe before this
+            with contextlib.suppress(Exception):
+                ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
         self._ray = ray
+        self._owned = False
         if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"ignore_reinit_error": True, "include_dashboard": False,
-                                      "log_to_driver": False, "configure_logging": False}
-            if address is None and num_cpus is not None:
-                kwargs["num_cpus"] = num_cpus
-            ray.init(address=address, **kwargs)
-        self._remote = ray.remote(_ray_evaluate)
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                      "configure_logging": False}
+            if address is None:
+                kwargs.update(address="local", num_cpus=num_cpus,
+                              _node_ip_address="127.0.0.1")
+            else:
+                kwargs["address"] = address
+            try:
+                ray.init(**kwargs)
+            except Exception as exc:
+                where = "start Ray on this machine" if address is None else \
+                    f"join the Ray cluster at {address}"
+                raise RayUnavailable(f"could not {where}: {type(exc).__name__}: {exc}"
+                                     ) from exc
+            self._owned = True
+        self._remote = ray.remote(max_retries=RAY_ATTEMPTS - 1, retry_exceptions=False)(
+            evaluate)
         self.timeout_s = timeout_s
 
     def run(self, jobs: Sequence[dict[str, Any]], on_gate: GateCallback | None = None
@@ -220,18 +267,29 @@ class RayExecutor:
         out = []
         deadline = time.monotonic() + self.timeout_s
         for job, ref in zip(jobs, refs, strict=True):
+            gate = (job.get("gates") or ["static"])[0]
             try:
                 out.append(ray.get(ref, timeout=max(0.1, deadline - time.monotonic())))
-            except Exception as exc:
+            except ray.exceptions.GetTimeoutError:
                 with contextlib.suppress(Exception):
                     ray.cancel(ref, force=True)
-                kind = "E-TIMEOUT" if "Timeout" in type(exc).__name__ else "E-WORKER"
-                out.append(failed_result(job["hash"], "sim", kind,
-                                         f"ray task failed: {type(exc).__name__}: {exc}"))
+                out.append(failed_result(job["hash"], gate, "E-TIMEOUT",
+                                         f"evaluation exceeded {self.timeout_s:g} s on Ray"))
+            except Exception as exc:  # a lost worker or node, a task Ray could not run
+                dead = isinstance(exc, ray.exceptions.WorkerCrashedError |
+                                  ray.exceptions.NodeDiedError)
+                why = (f"the evaluation worker died {RAY_ATTEMPTS} times (retried once)"
+                       if dead else f"ray task failed: {type(exc).__name__}")
+                first = str(exc).strip().splitlines()[:1]
+                out.append(failed_result(job["hash"], gate, "E-WORKER",
+                                         f"{why}: {first[0] if first else ''}".rstrip(": ")))
         return out
 
     def close(self) -> None:
-        pass
+        if self._owned:
+            self._owned = False
+            with contextlib.suppress(Exception):
+                self._ray.shutdown()
 
 
 class CachingExecutor:
@@ -261,5 +319,5 @@ def make_executor(kind: str, *, workers: int = 2, timeout_s: float = 120.0,
     if kind == "local":
         return LocalPoolExecutor(workers=workers, timeout_s=timeout_s)
     if kind == "ray":
-        return RayExecutor(address, timeout_s=timeout_s)
+        return RayExecutor(address, timeout_s=timeout_s, num_cpus=max(1, workers))
     raise ValueError(f"unknown executor {kind!r} (local, inline, ray)")

@@ -26,6 +26,7 @@ from cake_agents.context import AgentContext, SetupError, load_task_info
 from cake_agents.executor import Executor, make_executor
 from cake_agents.lsp_client import CakeLspClient, LspError
 from cake_agents.models import ModelCaller, ModelClient
+from cake_agents.names import run_folder
 from cake_agents.progress import NullProgress, ProgressSink
 from cake_agents.store import STORE_NAME, RunsStore, StoreError
 
@@ -171,15 +172,14 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
                            problem)
         if problem:
             ctx.emit("warning", message=f"{problem}; checking in-process")
-        out_dir = root / run_id
+        out_dir = run_folder(root, run_id)
         out_dir.mkdir(parents=True, exist_ok=True)
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
+        from cake_agents.checkpoints import checkpoint_saver
         from cake_agents.graph import build_graph
         from cake_agents.state import EvolveState
 
         saver_conn = sqlite3.connect(out_dir / CHECKPOINTS, check_same_thread=False)
-        graph = build_graph(ctx, checkpointer=SqliteSaver(saver_conn))
+        graph = build_graph(ctx, checkpointer=checkpoint_saver(saver_conn))
         cfg: dict[str, Any] = {"configurable": {"thread_id": run_id},
                                "recursion_limit": RECURSION_LIMIT}
         snapshot = graph.get_state(cfg)

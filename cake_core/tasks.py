@@ -192,6 +192,9 @@ def load_task(path_or_name: str | Path) -> Task:
     """Import a task module by file path (or by name, see the module docstring); return TASK."""
     p: Path | None = Path(path_or_name)
     if p is not None and not p.suffix:
+        if p.name != str(path_or_name) or p.name in ("", ".", ".."):
+            raise TaskError(f"task name {str(path_or_name)!r} is not a plain name: give a "
+                            "task's name, or the path of its task file (.py)")
         p = _find_task(p.name)
     if p is None or not p.is_file():
         known = ", ".join(task_names()) or "none"

@@ -110,6 +110,9 @@ def promote(signature: str | None, kind: str | None, plugin_dir: str, name: str 
     if not signature or not kind:
         raise click.UsageError("give a SIGNATURE (from `cake failures`) and --as KIND, or "
                                "--ledger")
+    if name is not None and ("/" in name or "\\" in name or ".." in name):
+        raise click.UsageError(f"--name {name!r}: an item's name is a name, not a path "
+                               "(no '/', '\\' or '..')")
     from cake_agents.mining.promote import PromotionError, default_examples_dir
     from cake_agents.mining.promote import promote as run_promotion
 

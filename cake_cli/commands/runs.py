@@ -157,7 +157,15 @@ def report(run: str, run_dir: str, output: str | None) -> None:
 
     store = open_runs_store(run_dir, "--run-dir")
     run_id = _find(store, run)
-    path = Path(output) if output else Path(run_dir) / run_id / "report.html"
+    if output:
+        path = Path(output)
+    else:
+        from cake_agents.names import UnsafeName, run_folder
+
+        try:
+            path = run_folder(Path(run_dir), run_id) / "report.html"
+        except UnsafeName as exc:
+            raise click.UsageError(str(exc)) from exc
     write_report(store, run_id, path)
     click.echo(f"wrote {path}")
     click.echo(f"open {path.resolve().as_uri()}")

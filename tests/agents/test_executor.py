@@ -1,11 +1,9 @@
-"""Executors: the local process pool (deadlines, dead workers) and Ray, if installed."""
+"""Executors: the local process pool (deadlines, dead workers); Ray is in test_ray.py."""
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
-import pytest
 from agent_support import FAST_GATES, GEMM, ROOT
 
 from cake_agents.context import content_hash
@@ -58,17 +56,3 @@ def test_caching_executor_runs_each_kernel_once() -> None:
     assert [r["status"] for r in a] == ["pass", "fail"] and a[1]["failed_gate"] == "static"
     assert [r["hash"] for r in b] == [content_hash(bad), content_hash(GEMM)]
     assert len(calls) == 2
-
-
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed")
-def test_ray_on_this_machine() -> None:
-    import ray
-
-    from cake_agents.executor import RayExecutor
-
-    ex = RayExecutor(num_cpus=1, timeout_s=300.0)
-    try:
-        (res,) = ex.run([_job()])
-        assert res["status"] == "pass" and res["times"][SHAPE["key"]] > 0
-    finally:
-        ray.shutdown()
