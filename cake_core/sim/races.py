@@ -51,6 +51,9 @@ class Access:
     proxy: str = "generic"
     """"generic" (ld/st.shared, cp.async) or "async" (TMA, wgmma operand reads)."""
     fenced: bool = False
+    issued: bool = False
+    """Made by an asynchronous operation (a copy, a bulk store, a wgmma group) on its own
+    time, rather than by a process at its place in the program."""
     lo: int = 0
     hi: int = 0
     dense: bool = True
