@@ -126,10 +126,7 @@ def test_safe_fix_checks_and_simulates_clean(sf: SafeFix) -> None:
 
 
 SYNC_CASES = sorted({(f.case, f.text) for f in FIXES if f.code.startswith("CK3")})
-SIM_GAPS: dict[str, str] = {
-    "corpus/fence_elected": "a proxy fence inside elect_one() is taken to fence the writes "
-                            "of every thread of its process",
-}
+SIM_GAPS: dict[str, str] = {}
 """Bad kernels whose bug the simulator does not observe (strict xfails naming why)."""
 
 

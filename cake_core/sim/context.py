@@ -24,6 +24,7 @@ from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var, apply_op
 from cake_core.ir.types import BarrierType, NoneType, SmemType
 from cake_core.ir.values import Predicate, ViewOrigin
 from cake_core.sim.dtypes import STORAGE
+from cake_core.sim.lanes import holds_thread0
 from cake_core.sim.layout import SmemFault, SmemView
 from cake_core.sim.races import VC, Access, Conflict
 from cake_core.sim.runstate import BlockState, SimRun
@@ -237,7 +238,13 @@ class SimContext:
     def leader(self, op: Op) -> bool:
         """Whether this process issues the op's single-thread work (TMA, raw arrivals)."""
         g = self.group(op)
-        return not g or g[0] == self.proc.index
+        return (not g or g[0] == self.proc.index) and holds_thread0(self.proc)
+
+    @property
+    def role_start(self) -> builtins.int:
+        """The first warp of the process's role (0 outside roles)."""
+        role = self.sk.kernel.roles.get(self.proc.role or "")
+        return role.warp_start if role is not None else 0
 
     def share(self, op: Op, n_elems: builtins.int, itemsize: builtins.int
               ) -> np.ndarray | None:
@@ -308,6 +315,7 @@ class SimContext:
             init[fp.elem_index[m]] = full
         acc = self._record(view, fp, mask, True, op, actor, proxy)
         if actor is None and proxy == "generic":
+            acc.threads = self.proc.lanes
             self.proc.unfenced.append(acc)
 
     def _record(self, view: SmemView, fp: object, mask: np.ndarray | None, write: bool,

@@ -20,6 +20,7 @@ from cake_core.ir.types import SmemType
 from cake_core.primitives.facets import FacetError, Unsupported
 from cake_core.primitives.registry import Primitive
 from cake_core.primitives.traits import Trait
+from cake_core.sim import lanes
 from cake_core.sim.context import SimContext, SimUnsupported
 from cake_core.sim.races import join
 from cake_core.sim.state import Blocked
@@ -68,10 +69,23 @@ def _nodes(ctx: SimContext, nodes: list[Node]) -> Generator[Blocked | None, None
                         "one block; the simulator stops there", n.span)
                 env[name] = i
                 yield from _nodes(ctx, n.body)
+        elif isinstance(n, IfOp) and id(n) in ctx.sk.lane_ifs:
+            yield from _divergent(ctx, n)
         elif isinstance(n, IfOp):
             yield from _nodes(ctx, n.then if ctx.truth(n.cond) else n.orelse)
         elif isinstance(n, Role) and n.name == ctx.proc.role:
             yield from _nodes(ctx, n.body)
+
+
+def _divergent(ctx: SimContext, n: IfOp) -> Generator[Blocked | None, None, None]:
+    """An `if` on the thread's own index: each thread takes its branch, and the threads
+    of each run it together, the `then` threads first (`lanes.py`)."""
+    proc, start = ctx.proc, ctx.role_start
+    now = lanes.active(proc)
+    taken = lanes.per_thread(proc, start, lambda: ctx.truth(n.cond))
+    for body, who in ((n.then, now & taken), (n.orelse, now & ~taken)):
+        if body and who.any():
+            yield from lanes.run_with(proc, start, who, _nodes(ctx, body))
 
 
 def _op(ctx: SimContext, op: Op) -> Generator[Blocked | None, None, None]:
