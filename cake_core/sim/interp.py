@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any
 
+import numpy as np
+
 from cake_core.ir.kernel import ForOp, IfOp, Node, Op, Role
 from cake_core.ir.symbolic import Var
 from cake_core.ir.types import SmemType
@@ -55,6 +57,8 @@ def _nodes(ctx: SimContext, nodes: list[Node]) -> Generator[Blocked | None, None
     for n in nodes:
         if isinstance(n, Op):
             yield from _op(ctx, n)
+        elif isinstance(n, ForOp) and id(n) in ctx.sk.lane_fors:
+            yield from _divergent_loop(ctx, n)
         elif isinstance(n, ForOp):
             start, stop, step = (ctx.eval_sym(e) for e in (n.start, n.stop, n.step))
             name = n.var.sym.name if isinstance(n.var.sym, Var) else n.var.name
@@ -86,6 +90,26 @@ def _divergent(ctx: SimContext, n: IfOp) -> Generator[Blocked | None, None, None
     for body, who in ((n.then, now & taken), (n.orelse, now & ~taken)):
         if body and who.any():
             yield from lanes.run_with(proc, start, who, _nodes(ctx, body))
+
+
+def _divergent_loop(ctx: SimContext, n: ForOp) -> Generator[Blocked | None, None, None]:
+    """A loop whose trip count differs between threads: each iteration some thread needs
+    runs with the threads whose range holds it."""
+    proc, start = ctx.proc, ctx.role_start
+    ranges = lanes.per_thread_values(
+        proc, start, lambda: range(*(ctx.eval_sym(e) for e in (n.start, n.stop, n.step))))
+    name = n.var.sym.name if isinstance(n.var.sym, Var) else n.var.name
+    steps = sorted({i for r in set(ranges.values()) for i in r[:MAX_LOOP_ITERATIONS + 1]})
+    for i in steps:
+        ctx.iterations += 1
+        if ctx.iterations > MAX_LOOP_ITERATIONS:
+            raise SimUnsupported(f"more than {MAX_LOOP_ITERATIONS} loop iterations in one "
+                                 "process of one block; the simulator stops there", n.span)
+        who = np.zeros_like(lanes.active(proc))
+        for (w, lane), r in ranges.items():
+            who[w, lane] = i in r
+        proc.env[name] = i
+        yield from lanes.run_with(proc, start, who, _nodes(ctx, n.body))
 
 
 def _op(ctx: SimContext, op: Op) -> Generator[Blocked | None, None, None]:

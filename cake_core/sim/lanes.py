@@ -21,8 +21,9 @@ What the threads of a branch do counts for those threads only:
   write is spread over every thread of the process, so a fence by some of them leaves
   it unfenced.
 
-A thread index used as data (`buf[lane.id]`) takes the value of the first active thread
-(reported as a CK510 note).
+A loop whose bounds depend on the thread's index runs every iteration some thread needs,
+each with the threads whose range holds it.  A thread index used as data (`buf[lane.id]`)
+takes the value of the first active thread (reported as a CK510 note).
 """
 
 from __future__ import annotations
@@ -62,13 +63,22 @@ def thread_env(proc: Proc, role_start: int, w: int, lane: int) -> dict[str, int]
 def per_thread(proc: Proc, role_start: int, fn: Callable[[], bool]) -> np.ndarray:
     """`fn()` evaluated for each active thread, with the index variables set to that
     thread's (False for the inactive ones)."""
+    out = np.zeros((len(proc.warps), WARP), dtype=bool)
+    for (w, lane), v in per_thread_values(proc, role_start, fn).items():
+        out[w, lane] = v
+    return out
+
+
+def per_thread_values(proc: Proc, role_start: int, fn: Callable[[], T]
+                      ) -> dict[tuple[int, int], T]:
+    """`fn()` for each active thread (warp position, lane), with that thread's indices."""
     env = proc.env
     saved = {k: env.get(k) for k in THREAD_VARS}
-    out = np.zeros((len(proc.warps), WARP), dtype=bool)
+    out: dict[tuple[int, int], T] = {}
     try:
         for w, lane in np.argwhere(active(proc)):
             env.update(thread_env(proc, role_start, int(w), int(lane)))
-            out[w, lane] = fn()
+            out[int(w), int(lane)] = fn()
     finally:
         env.update(saved)
     return out

@@ -67,6 +67,8 @@ class SimKernel:
     lane_ifs: set[int] = field(default_factory=set)
     """id(IfOp) of the conditions on a thread's own index (`lane.id`, `thread.id`,
     `elect_one()`): evaluated thread by thread (`lanes.py`)."""
+    lane_fors: set[int] = field(default_factory=set)
+    """id(ForOp) of the loops whose bounds depend on a thread's own index."""
 
     @property
     def name(self) -> str:
@@ -138,6 +140,8 @@ class SimKernel:
         top = [n for n in k.body if not isinstance(n, Role)]
         self.lane_ifs = {id(n) for n in walk_nodes(k.body) if isinstance(n, IfOp)
                          and (n.elected or index_vars([_cond_only(n)]) & _PER_THREAD)}
+        self.lane_fors = {id(n) for n in walk_nodes(k.body) if isinstance(n, ForOp)
+                          and _bound_vars(n) & _PER_THREAD}
         top_vars = index_vars(top)
         specs: list[ProcSpec] = []
         groups: dict[str | None, list[int]] = {}
@@ -156,8 +160,8 @@ class SimKernel:
         for role, warps, used, span in units:
             body = top if role is None or role == "" else [*top, k.roles[role]]
             if data_vars(body) & _PER_THREAD:
-                self.notes.append((span, "`lane.id` and `thread.id` used as data or in a loop "
-                                   "bound take the value of the first thread running the code"))
+                self.notes.append((span, "`lane.id` and `thread.id` used as data take the "
+                                   "value of the first thread running the code"))
             chunks: list[tuple[int, ...]]
             # a condition on `lane.id` or `thread.id` splits no process: it is evaluated
             # thread by thread (`lanes.py`); a warp-by-warp run would make each warp
@@ -209,17 +213,21 @@ def index_vars(nodes: Sequence[Node], *, control: bool = False) -> set[str]:
 
 
 def data_vars(nodes: Sequence[Node]) -> set[str]:
-    """Names of the runtime index variables code uses as data: op arguments and loop
-    bounds (a condition on one is evaluated thread by thread instead)."""
+    """Names of the runtime index variables code uses as data, in op arguments (a
+    condition or a loop bound on one is evaluated thread by thread instead)."""
     out: set[str] = set()
     for n in walk_nodes(nodes):
         if isinstance(n, Op):
             for v in n.args.values():
                 _collect_vars(v, out, 0)
-        elif isinstance(n, ForOp):
-            for e in (n.start, n.stop, n.step):
-                _collect_vars(e, out, 0)
     return {v for v in out if "." in v}
+
+
+def _bound_vars(n: ForOp) -> set[str]:
+    out: set[str] = set()
+    for e in (n.start, n.stop, n.step):
+        _collect_vars(e, out, 0)
+    return out
 
 
 def _cond_only(n: IfOp) -> IfOp:

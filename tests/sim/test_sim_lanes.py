@@ -120,3 +120,17 @@ def test_a_fence_by_lane_zero_leaves_the_tile_unfenced() -> None:
     assert bad != good
     found = _run(bad)[1]
     assert ("CK501", _line(bad, "tma_store(C.tile")) in found, found
+
+
+def test_a_loop_whose_trip_count_depends_on_the_lane_runs_each_lane_its_own_count() -> None:
+    """Lanes 0-15 arrive once, lanes 16-31 twice: 48 arrivals per warp, 384 for the
+    role.  A count of 384 is right; a count of 256 (one per thread) is exceeded."""
+    loop = ('            for j in range(lane.id // 16 + 1):\n'
+            '                empty[s].arrive(per="thread")\n')
+    right = GEMM.replace("empty = mbarrier(count=8", "empty = mbarrier(count=384").replace(
+        ARRIVE, loop)
+    sk, found, _ = _run(right)
+    assert found == []
+    assert len(sk.procs) == 2
+    wrong = right.replace("count=384", "count=256")
+    assert "CK508" in {c for c, _ in _run(wrong)[1]}
