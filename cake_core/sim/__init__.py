@@ -8,6 +8,8 @@ Model
 -----
 - Each block is simulated on its own.  Its roles run as interleaved *processes*: one per
   role, or one per warp (warpgroup) when the role's code reads `warp.id` (`warpgroup.id`).
+  A condition on `lane.id` or `thread.id` splits no process: it is evaluated thread by
+  thread and each branch runs with the threads that took it (`lanes.py`).
   Fragments belong to a process and are whole numpy arrays of their logical shape (a
   wgmma accumulator of a two-warpgroup role is one (BM, BN) array).
 - Shared memory is one byte array per block; buffers sit where the smem plan puts them

@@ -24,6 +24,7 @@ from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var, apply_op
 from cake_core.ir.types import BarrierType, NoneType, SmemType
 from cake_core.ir.values import Predicate, ViewOrigin
 from cake_core.sim.dtypes import STORAGE
+from cake_core.sim.lanes import holds_thread0
 from cake_core.sim.layout import SmemFault, SmemView
 from cake_core.sim.races import VC, Access, Conflict
 from cake_core.sim.runstate import BlockState, SimRun
@@ -237,7 +238,13 @@ class SimContext:
     def leader(self, op: Op) -> bool:
         """Whether this process issues the op's single-thread work (TMA, raw arrivals)."""
         g = self.group(op)
-        return not g or g[0] == self.proc.index
+        return (not g or g[0] == self.proc.index) and holds_thread0(self.proc)
+
+    @property
+    def role_start(self) -> builtins.int:
+        """The first warp of the process's role (0 outside roles)."""
+        role = self.sk.kernel.roles.get(self.proc.role or "")
+        return role.warp_start if role is not None else 0
 
     def share(self, op: Op, n_elems: builtins.int, itemsize: builtins.int
               ) -> np.ndarray | None:
@@ -308,6 +315,7 @@ class SimContext:
             init[fp.elem_index[m]] = full
         acc = self._record(view, fp, mask, True, op, actor, proxy)
         if actor is None and proxy == "generic":
+            acc.threads = self.proc.lanes
             self.proc.unfenced.append(acc)
 
     def _record(self, view: SmemView, fp: object, mask: np.ndarray | None, write: bool,
@@ -317,7 +325,7 @@ class SimContext:
         else:
             comp, vc, who = actor.comp, actor.vc, actor.who
         acc = Access(view.buffer, fp, None if mask is None else mask.ravel(),  # type: ignore[arg-type]
-                     write, comp, vc[comp], op, who, proxy)
+                     write, comp, vc[comp], op, who, proxy, issued=actor is not None)
         conflict = self.block.races.access(acc, vc)
         if conflict is not None:
             self._race(conflict)
@@ -325,6 +333,11 @@ class SimContext:
 
     def _race(self, c: Conflict) -> None:
         a, b = c.first, c.second
+        if c.kind == "race" and b.issued and not a.issued:
+            # report at the program's own access (the write into a bulk store's source, the
+            # read of a stage a copy refills), whichever of the two this schedule ran first:
+            # the finding then stays at one line across schedules, where the fix goes
+            a, b = b, a
         rng = b.relative(c.lo, c.hi)
         if c.kind == "proxy":
             msg = (f"{b.who} reads bytes {rng} of `{b.buffer.name}` through the async proxy, "
@@ -344,15 +357,25 @@ class SimContext:
                      "interleaving reads or writes different data"]
         related = [Related(a.op.span, f"the conflicting {a.kind} by {a.who}")]
         roles = {a.op.role, b.op.role}
+        key: tuple[object, ...] = ("CK501", id(a.op), id(b.op), c.kind)
+        where = b.op.span
+        extra: dict[str, object] = {}
         for p in self.block.procs:
             arr = p.unsynced_arrival
             if arr is not None and p.role in roles and c.kind == "race":
-                related.append(Related(arr.span, f"one elected thread of {p.label} arrives "
-                                       "here, before the role's warps have met"))
+                # one bug, one finding, at the arrival: every buffer the early release hands
+                # over races, and which refill is seen first depends on the schedule
+                msg = (f"data race on `{b.buffer.name}`: one elected thread of {p.label} "
+                       f"arrives here before the role's warps have met, so the {b.kind} by "
+                       f"{b.who} is not ordered with the {a.kind} by {a.who} (overlap {rng})")
+                related = [Related(b.op.span, f"the {b.kind} by {b.who}"),
+                           Related(a.op.span, f"the conflicting {a.kind} by {a.who}")]
                 notes.append("the warps of a role do not run in lockstep: an elected arrival "
                              "orders only its own warp's accesses (CK313)")
+                key, where = ("CK501-arrival", id(arr)), arr.span
+                extra["elected_arrival"] = True
                 break
-        self.report(codes.SIM_DATA_RACE, b.op.span, msg,
+        self.report(codes.SIM_DATA_RACE, where, msg,
                     related=related,
                     notes=notes,
                     data={"buffer": b.buffer.name, "bytes": [c.lo - b.buffer.offset,
@@ -360,8 +383,9 @@ class SimContext:
                           "first": {"kind": a.kind, "bytes": [a.lo - a.buffer.offset,
                                                               a.hi - a.buffer.offset]},
                           "second": {"kind": b.kind, "bytes": [b.lo - b.buffer.offset,
-                                                               b.hi - b.buffer.offset]}},
-                    key=("CK501", id(a.op), id(b.op), c.kind))
+                                                               b.hi - b.buffer.offset]},
+                          **extra},
+                    key=key)
 
     # -- global memory ------------------------------------------------------------------
     def global_read(self, tile: TileRef, op: Op, *, signed: bool = False) -> np.ndarray:

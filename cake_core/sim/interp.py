@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any
 
+import numpy as np
+
 from cake_core.diagnostics import codes
 from cake_core.ir.kernel import ForOp, IfOp, Node, Op, Role
 from cake_core.ir.symbolic import Var
@@ -21,6 +23,7 @@ from cake_core.ir.types import SmemType
 from cake_core.primitives.facets import FacetError, Unsupported
 from cake_core.primitives.registry import Primitive
 from cake_core.primitives.traits import Trait
+from cake_core.sim import lanes
 from cake_core.sim.context import SimContext, SimUnsupported
 from cake_core.sim.races import join
 from cake_core.sim.state import Blocked, Fragment
@@ -55,6 +58,8 @@ def _nodes(ctx: SimContext, nodes: list[Node]) -> Generator[Blocked | None, None
     for n in nodes:
         if isinstance(n, Op):
             yield from _op(ctx, n)
+        elif isinstance(n, ForOp) and id(n) in ctx.sk.lane_fors:
+            yield from _divergent_loop(ctx, n)
         elif isinstance(n, ForOp):
             start, stop, step = (ctx.eval_sym(e) for e in (n.start, n.stop, n.step))
             name = n.var.sym.name if isinstance(n.var.sym, Var) else n.var.name
@@ -69,10 +74,43 @@ def _nodes(ctx: SimContext, nodes: list[Node]) -> Generator[Blocked | None, None
                         "one block; the simulator stops there", n.span)
                 env[name] = i
                 yield from _nodes(ctx, n.body)
+        elif isinstance(n, IfOp) and id(n) in ctx.sk.lane_ifs:
+            yield from _divergent(ctx, n)
         elif isinstance(n, IfOp):
             yield from _nodes(ctx, n.then if ctx.truth(n.cond) else n.orelse)
         elif isinstance(n, Role) and n.name == ctx.proc.role:
             yield from _nodes(ctx, n.body)
+
+
+def _divergent(ctx: SimContext, n: IfOp) -> Generator[Blocked | None, None, None]:
+    """An `if` on the thread's own index: each thread takes its branch, and the threads
+    of each run it together, the `then` threads first (`lanes.py`)."""
+    proc, start = ctx.proc, ctx.role_start
+    now = lanes.active(proc)
+    taken = lanes.per_thread(proc, start, lambda: ctx.truth(n.cond))
+    for body, who in ((n.then, now & taken), (n.orelse, now & ~taken)):
+        if body and who.any():
+            yield from lanes.run_with(proc, start, who, _nodes(ctx, body))
+
+
+def _divergent_loop(ctx: SimContext, n: ForOp) -> Generator[Blocked | None, None, None]:
+    """A loop whose trip count differs between threads: each iteration some thread needs
+    runs with the threads whose range holds it."""
+    proc, start = ctx.proc, ctx.role_start
+    ranges = lanes.per_thread_values(
+        proc, start, lambda: range(*(ctx.eval_sym(e) for e in (n.start, n.stop, n.step))))
+    name = n.var.sym.name if isinstance(n.var.sym, Var) else n.var.name
+    steps = sorted({i for r in set(ranges.values()) for i in r[:MAX_LOOP_ITERATIONS + 1]})
+    for i in steps:
+        ctx.iterations += 1
+        if ctx.iterations > MAX_LOOP_ITERATIONS:
+            raise SimUnsupported(f"more than {MAX_LOOP_ITERATIONS} loop iterations in one "
+                                 "process of one block; the simulator stops there", n.span)
+        who = np.zeros_like(lanes.active(proc))
+        for (w, lane), r in ranges.items():
+            who[w, lane] = i in r
+        proc.env[name] = i
+        yield from lanes.run_with(proc, start, who, _nodes(ctx, n.body))
 
 
 def _op(ctx: SimContext, op: Op) -> Generator[Blocked | None, None, None]:

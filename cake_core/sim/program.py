@@ -24,7 +24,7 @@ from cake_core.sim.layout import Buffer, buffers_of
 from cake_core.source import SourceFile, Span
 from cake_core.syntax import ast
 
-_PER_WARP = {"warp.id", "warp.rank", "thread.id"}
+_PER_WARP = {"warp.id", "warp.rank"}
 _PER_WARPGROUP = {"warpgroup.id", "warpgroup.rank"}
 _PER_THREAD = {"lane.id", "thread.id"}
 
@@ -64,6 +64,11 @@ class SimKernel:
     op_index: dict[int, int] = field(default_factory=dict)
     notes: list[tuple[Span, str]] = field(default_factory=list)
     """Constructs the simulator approximates (reported as CK510 warnings)."""
+    lane_ifs: set[int] = field(default_factory=set)
+    """id(IfOp) of the conditions on a thread's own index (`lane.id`, `thread.id`,
+    `elect_one()`): evaluated thread by thread (`lanes.py`)."""
+    lane_fors: set[int] = field(default_factory=set)
+    """id(ForOp) of the loops whose bounds depend on a thread's own index."""
 
     @property
     def name(self) -> str:
@@ -133,34 +138,35 @@ class SimKernel:
     def _plan_processes(self) -> None:
         k = self.kernel
         top = [n for n in k.body if not isinstance(n, Role)]
+        self.lane_ifs = {id(n) for n in walk_nodes(k.body) if isinstance(n, IfOp)
+                         and (n.elected or index_vars([_cond_only(n)]) & _PER_THREAD)}
+        self.lane_fors = {id(n) for n in walk_nodes(k.body) if isinstance(n, ForOp)
+                          and _bound_vars(n) & _PER_THREAD}
         top_vars = index_vars(top)
         specs: list[ProcSpec] = []
         groups: dict[str | None, list[int]] = {}
-        top_flow = index_vars(top, control=True)
-        units: list[tuple[str | None, range, set[str], set[str], Span]] = []
+        units: list[tuple[str | None, range, set[str], Span]] = []
         if not k.roles:
-            units.append((None, range(k.warps), top_vars, top_flow, k.name_span))
+            units.append((None, range(k.warps), top_vars, k.name_span))
         else:
             covered: set[int] = set()
             for r in k.roles.values():
                 units.append((r.name, range(r.warp_start, r.warp_stop),
-                              top_vars | index_vars(r.body),
-                              top_flow | index_vars(r.body, control=True), r.span))
+                              top_vars | index_vars(r.body), r.span))
                 covered.update(range(r.warp_start, r.warp_stop))
             idle = [w for w in range(k.warps) if w not in covered]
             if idle:
-                units.append(("", range(idle[0], idle[-1] + 1), top_vars, top_flow,
-                              k.name_span))
-        for role, warps, used, flow, span in units:
-            if used & _PER_THREAD:
-                self.notes.append((span, "`lane.id` and `thread.id` are simulated as lane 0 "
-                                   "(the warp's first thread)"))
+                units.append(("", range(idle[0], idle[-1] + 1), top_vars, k.name_span))
+        for role, warps, used, span in units:
+            body = top if role is None or role == "" else [*top, k.roles[role]]
+            if data_vars(body) & _PER_THREAD:
+                self.notes.append((span, "`lane.id` and `thread.id` used as data take the "
+                                   "value of the first thread running the code"))
             chunks: list[tuple[int, ...]]
-            # `lane.id` takes the same values in every warp: it splits the role only
-            # where it steers control flow (`if lane.id == 0:` runs once per warp), not
-            # where it is data -- a warp-by-warp run would make each warp perform the
-            # role's collective ops (a fragment store of the whole tile) on its own
-            if used & _PER_WARP or "lane.id" in flow:
+            # a condition on `lane.id` or `thread.id` splits no process: it is evaluated
+            # thread by thread (`lanes.py`); a warp-by-warp run would make each warp
+            # perform the role's collective ops (a fragment store of the whole tile) alone
+            if used & _PER_WARP:
                 chunks = [(w,) for w in warps]
             elif used & _PER_WARPGROUP and len(warps) % 4 == 0:
                 chunks = [tuple(warps[i:i + 4]) for i in range(0, len(warps), 4)]
@@ -204,6 +210,29 @@ def index_vars(nodes: Sequence[Node], *, control: bool = False) -> set[str]:
             # elect_one splits no process: the role's first process holds its thread 0
             _collect_vars(n.cond, out, 0)
     return {v for v in out if "." in v}
+
+
+def data_vars(nodes: Sequence[Node]) -> set[str]:
+    """Names of the runtime index variables code uses as data, in op arguments (a
+    condition or a loop bound on one is evaluated thread by thread instead)."""
+    out: set[str] = set()
+    for n in walk_nodes(nodes):
+        if isinstance(n, Op):
+            for v in n.args.values():
+                _collect_vars(v, out, 0)
+    return {v for v in out if "." in v}
+
+
+def _bound_vars(n: ForOp) -> set[str]:
+    out: set[str] = set()
+    for e in (n.start, n.stop, n.step):
+        _collect_vars(e, out, 0)
+    return out
+
+
+def _cond_only(n: IfOp) -> IfOp:
+    """The `if` without its branches: what its condition alone depends on."""
+    return IfOp(n.cond, [], [], n.span, n.role)
 
 
 def _collect_vars(x: object, out: set[str], depth: int) -> None:

@@ -51,6 +51,11 @@ class Access:
     proxy: str = "generic"
     """"generic" (ld/st.shared, cp.async) or "async" (TMA, wgmma operand reads)."""
     fenced: bool = False
+    issued: bool = False
+    threads: np.ndarray | None = None
+    """The threads of its process that made it (None: all of them), for the fences."""
+    """Made by an asynchronous operation (a copy, a bulk store, a wgmma group) on its own
+    time, rather than by a process at its place in the program."""
     lo: int = 0
     hi: int = 0
     dense: bool = True

@@ -289,6 +289,9 @@ class Proc:
     retry: dict[int, object] = field(default_factory=dict)
     agents: dict[tuple[object, ...], int] = field(default_factory=dict)
     ops: int = 0
+    lanes: np.ndarray | None = None
+    """The threads running the code at hand, shape (warps, 32); None: all of them
+    (`lanes.py`)."""
 
     @property
     def epoch(self) -> int:

@@ -163,8 +163,11 @@ def _dedupe(diags: list[Diagnostic]) -> list[Diagnostic]:
     seen: set[tuple[object, ...]] = set()
     out = []
     for d in diags:
-        key = (d.code, d.span.start.offset, d.span.end.offset,
-               tuple(r.span.start.offset for r in d.related))
+        # a race an elected arrival lets through is one finding at the arrival, whichever
+        # refill each schedule saw first
+        partners = () if (d.data or {}).get("elected_arrival") else tuple(
+            r.span.start.offset for r in d.related)
+        key = (d.code, d.span.start.offset, d.span.end.offset, partners)
         if key not in seen:
             seen.add(key)
             out.append(d)

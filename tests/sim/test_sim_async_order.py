@@ -157,9 +157,14 @@ def test_lane_id_as_data_keeps_the_block_one_process(launch: Launch) -> None:
         np.testing.assert_array_equal(r.outputs["C"], r.outputs["A"])
 
 
-def test_lane_id_in_a_condition_still_runs_warp_by_warp() -> None:
-    """A branch on `lane.id` is taken in every warp: that needs one process per warp."""
+def test_lane_id_in_a_condition_keeps_the_block_one_process(launch: Launch) -> None:
+    """A branch on `lane.id` is evaluated thread by thread (`lanes.py`), not by running
+    the block warp by warp: every lane takes `lane.id < 32`, so the block stores its tile
+    once, as before the branch was there."""
     last = "    store(C.tile((BM, BN), (block.x, block.y)), load(st))\n"
     text = LANE.replace(last, "    if lane.id < 32:\n    " + last)
     sk = SimKernel.from_text(text, "lane_if.cake")
-    assert [p.warps for p in sk.procs] == [(0,), (1,), (2,), (3,)]
+    assert [p.warps for p in sk.procs] == [(0, 1, 2, 3)]
+    for r in launch(sk, {"M": 64, "N": 64}):
+        assert [d.code for d in r.diagnostics] == ["CK510"], r.schedule  # the data note
+        np.testing.assert_array_equal(r.outputs["C"], r.outputs["A"])

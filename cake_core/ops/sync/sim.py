@@ -14,6 +14,7 @@ from __future__ import annotations
 from cake_core.diagnostics import codes
 from cake_core.ir.kernel import Op
 from cake_core.sim.context import SimContext
+from cake_core.sim.lanes import arrivals, covers
 from cake_core.sim.races import VC, join
 from cake_core.sim.state import Blocked, GroupBarrier, Proc
 from cake_core.sim.waits import check_init, parity_wait
@@ -114,7 +115,7 @@ def mbarrier_arrive(op: Op, ctx: SimContext) -> None:
     check_init(ctx, op, bar)
     n = ctx.int(op, "count")
     if scope != "role":  # every warp (lane 0) or every thread of this process arrives
-        n *= len(ctx.proc.warps) * (32 if scope == "thread" else 1)
+        n *= arrivals(ctx.proc, scope)
     vc = _elected_clock(ctx, op) if scope == "role" else ctx.proc.vc
     if not bar.arrive(vc, n):
         _misuse(ctx, op, f"this arrival makes {bar.count - bar.pending} arrivals on "
@@ -197,9 +198,15 @@ def barrier_arrive(op: Op, ctx: SimContext) -> None:
 
 # --- fences --------------------------------------------------------------------------------
 def fence_proxy_async(op: Op, ctx: SimContext) -> None:
+    """Fences the writes its active threads made; a fence by some of a process's threads
+    leaves the writes of all of them (a collective store) unfenced."""
+    left = []
     for acc in ctx.proc.unfenced:
-        acc.fenced = True
-    ctx.proc.unfenced.clear()
+        if covers(ctx.proc.lanes, acc.threads):
+            acc.fenced = True
+        else:
+            left.append(acc)
+    ctx.proc.unfenced[:] = left
 
 
 def fence_barrier_init(op: Op, ctx: SimContext) -> None:
