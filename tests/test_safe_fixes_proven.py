@@ -126,7 +126,13 @@ def test_safe_fix_checks_and_simulates_clean(sf: SafeFix) -> None:
 
 
 SYNC_CASES = sorted({(f.case, f.text) for f in FIXES if f.code.startswith("CK3")})
-SIM_GAPS: dict[str, str] = {}
+SIM_GAPS: dict[str, str] = {
+    "corpus/fence_after_barrier": "after a barrier the simulator runs a role's threads as "
+    "one process, so every thread's late fence still precedes the issuer's TMA store; the "
+    "static rule (CK309) is what catches it",
+    "corpus/mbar_armed_before_init": "the simulator treats an mbarrier as initialised and "
+    "visible to every proxy once allocated; the static rule (CK310) is what catches it",
+}
 """Bad kernels whose bug the simulator does not observe (strict xfails naming why)."""
 
 
