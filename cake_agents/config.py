@@ -34,7 +34,8 @@ class EvolveConfig:
     batch: int = 0
     """Candidates per generation (0: 2 offline, 1 with a model)."""
     max_repairs: int = 2
-    """Repair rounds a candidate gets after the language server finds errors."""
+    """Repair rounds a candidate gets after the language server finds errors (and rounds
+    per generation: a candidate the repairer gave up on comes back unchanged)."""
     patience: int = 6
     """Generations without improvement before the offline search stops."""
     executor: str = "local"

@@ -2,9 +2,11 @@
 
 `ModelClient` is one attempt at one completion.  `ModelCaller` adds what every call
 needs: the budget check before the call (worst case from `max_tokens`), retries with
-exponential backoff on transient errors, a timeout, usage and cost recorded per node and
-candidate in the runs store, and replay: a call whose answer is already in the store (a
-run resumed after a crash) returns that answer instead of paying for it again.
+exponential backoff on transient errors, a timeout, the bounds on calls (`CallLimits`),
+usage and cost recorded per node and candidate in the runs store, and replay: a call whose
+answer is already in the store (a run resumed after a crash) returns that answer instead
+of paying for it again.  A refused key, an endpoint that stays unreachable, or a bound
+reached sets `ModelCaller.halted`; the graph then stops the run (`graph.guarded`).
 
 litellm is imported lazily, and `LITELLM_LOCAL_MODEL_COST_MAP=True` is set first, so that
 it never fetches its price table from the internet; nothing imports it unless a model is
@@ -12,7 +14,8 @@ configured.  API keys come from the environment, as litellm reads them.
 
 Prices are litellm's (`cost_per_token` on the reply's usage, which equals
 `completion_cost` on the response), so there is no price table here.  Retries stay in
-`ModelCaller` and litellm is called with `num_retries=0`: with litellm's own retries a
+`ModelCaller` and litellm is called with `num_retries=0` (and the OpenAI client with
+`max_retries=0`): with litellm's own retries a
 failed attempt is invisible to the caller (three rate-limited attempts come back as one
 exception), so the budget could not be checked before each attempt, each attempt's charge
 could not be recorded, and a resumed run could not replay attempt by attempt.

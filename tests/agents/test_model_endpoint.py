@@ -55,7 +55,6 @@ def _store_bytes(run_dir: Path) -> int:
 
 
 # --- the two figures of the issue, through the command line --------------------------------
-@pytest.mark.slow
 def test_broken_kernels_under_a_token_budget_end_fast(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]
                                                       ) -> None:
