@@ -162,7 +162,7 @@ class LiteLLMClient:
         try:
             resp = self._litellm.completion(**kwargs)
             if self.stream:
-                return self._read(resp, messages, max_tokens)
+                return self._read(resp, messages, max_tokens, timeout)
         except ModelError:
             raise
         except Exception as exc:
@@ -177,9 +177,14 @@ class LiteLLMClient:
         return ModelReply(text, t_in, t_out, float(usd or 0.0),
                           str(getattr(choice, "finish_reason", "") or "stop"))
 
-    def _read(self, stream: Any, messages: Sequence[Message], max_tokens: int) -> ModelReply:
+    def _read(self, stream: Any, messages: Sequence[Message], max_tokens: int,
+              timeout: float) -> ModelReply:
         """Reads a streamed reply until it ends or `max_tokens` have come (then it closes
-        the connection: the server stops generating, the budget stops paying)."""
+        the connection: the server stops generating, the budget stops paying).
+
+        `timeout` bounds the whole reply, not only the wait for each piece: a server that
+        trickles pieces (or empty keep-alive chunks) cannot hold a call open for ever."""
+        deadline = time.monotonic() + timeout
         parts: list[str] = []
         counted = 0  # the pieces counted one by one: never less than the whole text's count
         finish = "stop"
@@ -197,6 +202,9 @@ class LiteLLMClient:
                 if counted >= max_tokens:
                     cut, finish = True, "length"
                     break
+                if time.monotonic() > deadline:
+                    raise ModelError(f"Timeout: the reply took more than {timeout:g} s",
+                                     transient=True, kind="unreachable")
         finally:
             close = getattr(stream, "close", None)
             if callable(close):

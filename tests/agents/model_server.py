@@ -33,6 +33,8 @@ class Reply:
     status: int = 200
     finish: str = "stop"
     delay_s: float = 0.0
+    piece_delay_s: float = 0.0
+    """Wait between streamed pieces (a server that trickles its reply)."""
     ignore_max_tokens: bool = False
     report_usage: bool = True
 
@@ -115,6 +117,7 @@ class ModelServer:
                 self.end_headers()
                 chunk = {**base, "object": "chat.completion.chunk"}
                 for piece in _pieces(text):
+                    time.sleep(reply.piece_delay_s)
                     self._event({**chunk, "choices": [{"index": 0, "finish_reason": None,
                                                        "delta": {"content": piece}}]})
                 self._event({**chunk, "choices": [{"index": 0, "finish_reason": finish,

@@ -219,6 +219,25 @@ def test_a_slow_endpoint_times_out_and_stops(run_dir: Path, lsp: Any) -> None:
     assert len(server.requests) == 2
 
 
+def test_a_trickling_stream_is_bounded_by_the_call_timeout(run_dir: Path, lsp: Any) -> None:
+    with ModelServer([Reply(fenced(BETTER), piece_delay_s=0.05)]) as server:
+        t0 = time.monotonic()
+        summary = _run(run_dir, lsp, server, model_timeout_s=0.5, model_retries=0)
+    assert summary.exit_code == 3 and "took more than 0.5 s" in summary.stop_reason
+    assert len(server.requests) == 1 and time.monotonic() - t0 < 30
+
+
+def test_a_dollar_budget_needs_a_price_on_the_command_line(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs"
+    r = CliRunner().invoke(main, ["evolve", "gemm_bf16", "--model", MODEL, "--api-base",
+                                  "http://127.0.0.1:9/v1", "--budget-usd", "1",
+                                  "--run-dir", str(run_dir), "--quiet"])
+    assert r.exit_code == 2 and "--price-per-mtok IN,OUT" in r.output
+    assert not (run_dir / "runs.sqlite").exists() or store(run_dir).list_runs() == []
+    r = CliRunner().invoke(main, ["evolve", "gemm_bf16", "--price-per-mtok", "cheap"])
+    assert r.exit_code == 2 and "--price-per-mtok takes IN,OUT" in r.output
+
+
 def test_a_dollar_budget_needs_a_price(run_dir: Path, lsp: Any) -> None:
     from cake_agents.context import SetupError
 
