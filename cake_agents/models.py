@@ -171,8 +171,7 @@ class LiteLLMClient:
         text = getattr(choice.message, "content", None) or ""
         usage = getattr(resp, "usage", None)
         t_in = int(getattr(usage, "prompt_tokens", 0) or 0) or self.count_tokens(messages)
-        t_out = max(int(getattr(usage, "completion_tokens", 0) or 0), self.text_tokens(text)
-                    if not usage else 0)
+        t_out = max(int(getattr(usage, "completion_tokens", 0) or 0), self.text_tokens(text))
         usd = self.price(t_in, t_out)
         return ModelReply(text, t_in, t_out, float(usd or 0.0),
                           str(getattr(choice, "finish_reason", "") or "stop"))

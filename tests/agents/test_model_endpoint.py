@@ -127,8 +127,8 @@ def test_a_server_that_ignores_max_tokens(run_dir: Path, lsp: Any, stream: bool)
         assert all(u["tokens_out"] <= 1000 + 16 for u in rows)
         assert spent <= 6000 + 16 * len(rows)
     else:
-        # the whole reply is paid for, as the server reports it, and then nothing more
-        assert rows[0]["tokens_out"] == tokens(long)
+        # the whole reply is paid for (at least what the server reports), then nothing more
+        assert rows[0]["tokens_out"] >= tokens(long)
         assert len(rows) == 1
     assert "token budget" in summary.stop_reason and summary.exit_code == 1
 
