@@ -45,10 +45,12 @@ class ModelError(Exception):
     key: stop at once, retrying cannot help), `unreachable` (no connection or no answer in
     time, after every retry: stop), anything else (this call failed; the run goes on)."""
 
-    def __init__(self, message: str, *, transient: bool, kind: str = "error") -> None:
+    def __init__(self, message: str, *, transient: bool, kind: str = "error",
+                 status: int | None = None) -> None:
         super().__init__(message)
         self.transient = transient
         self.kind = kind
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,8 @@ def classify(exc: BaseException) -> ModelError:
     text = scrub(str(exc))[:500]
     status = getattr(exc, "status_code", None)
     if kind in _AUTH or status in (401, 403):
-        return ModelError(f"{kind}: {text}", transient=False, kind="auth")
+        return ModelError(f"{kind}: {text}", transient=False, kind="auth",
+                          status=status if isinstance(status, int) else None)
     if kind in _UNREACHABLE or "Connection error" in text or "timed out" in text.lower():
         return ModelError(f"{kind}: {text}", transient=True, kind="unreachable")
     return ModelError(f"{kind}: {text}", transient=kind in _TRANSIENT)
@@ -413,8 +416,10 @@ class ModelCaller:
                 self._record(step, node, rec, time.perf_counter() - t0)
                 attempt += 1
                 if exc.kind == "auth":
-                    self.halt(f"the model endpoint refused the key ({scrub(str(exc))[:200]})",
-                              AUTH_EXIT)
+                    http = f"HTTP {exc.status}" if exc.status else "refused"
+                    self.halt(f"the model endpoint refused the key ({http}; check the "
+                              f"provider's key variable, e.g. OPENAI_API_KEY): "
+                              f"{scrub(str(exc))[:200]}", AUTH_EXIT)
                     return CallOutcome(records, None, self.halted)
                 if not exc.transient or retry == self.retries:
                     if exc.kind == "unreachable":

@@ -94,7 +94,7 @@ def test_a_refused_key_stops_after_one_call(tmp_path: Path, monkeypatch: pytest.
         print(f"\n[HTTP 401] exit {r.exit_code}, {seconds:.1f} s, "
               f"{len(server.requests)} requests")
     assert r.exit_code == 2, r.output
-    assert "stopped: the model endpoint refused the key" in r.output
+    assert "stopped: the model endpoint refused the key (HTTP 401" in r.output
     assert "1 AuthenticationError" in r.output and "sk-wrong" not in r.output
     assert len(server.requests) == 1
     status, why = _status(run_dir, store(run_dir).find_run("latest"))
