@@ -34,7 +34,8 @@ class EvolveConfig:
     batch: int = 0
     """Candidates per generation (0: 2 offline, 1 with a model)."""
     max_repairs: int = 2
-    """Repair rounds a candidate gets after the language server finds errors."""
+    """Repair rounds a candidate gets after the language server finds errors (and rounds
+    per generation: a candidate the repairer gave up on comes back unchanged)."""
     patience: int = 6
     """Generations without improvement before the offline search stops."""
     executor: str = "local"
@@ -50,6 +51,22 @@ class EvolveConfig:
     model_retries: int = 3
     model_backoff_s: float = 2.0
     """First wait after a transient model error (doubling, with jitter)."""
+    max_calls_per_node: int = 12
+    """Model calls (attempts) one node may make in one generation."""
+    max_calls_per_generation: int = 32
+    """Model calls all nodes together may make in one generation."""
+    max_failures: int = 8
+    """Model calls in a row that gave nothing usable before the run stops."""
+    max_minutes: float | None = 120.0
+    """Wall clock of one session of the run (a resumed run starts a new one)."""
+    max_store_mb: float | None = 1024.0
+    """What the run may write: its checkpoints plus its rows in the runs store."""
+    api_base: str | None = None
+    """Base URL of an OpenAI-compatible endpoint (`--api-base`, or `CAKE_API_BASE`)."""
+    price_per_mtok: tuple[float, float] | None = None
+    """Dollars per million input and output tokens, when litellm does not know the price."""
+    stream: bool = True
+    """Read completions as they are generated, and stop reading at the budget."""
     policy: str = "evolve"
     """Offline policy: `evolve` (cost-model guided), `greedy` (the same without lookahead:
     one tactic move per candidate) or `random` (the baseline in bench/)."""
@@ -76,4 +93,6 @@ class EvolveConfig:
         kwargs = {k: v for k, v in data.items() if k in known}
         if "gates" in kwargs:
             kwargs["gates"] = tuple(kwargs["gates"])
+        if kwargs.get("price_per_mtok") is not None:
+            kwargs["price_per_mtok"] = tuple(kwargs["price_per_mtok"])
         return cls(**kwargs)

@@ -20,6 +20,7 @@ from cake_agents.scoring import Bucket, ShapeSpec, make_buckets, shape_specs
 from cake_core.source import display_path
 
 if TYPE_CHECKING:
+    from cake_agents.bounds import RunBounds
     from cake_agents.executor import Executor
     from cake_agents.lsp_client import CakeLspClient
     from cake_agents.models import ModelCaller
@@ -164,6 +165,8 @@ class AgentContext:
     progress: ProgressSink | None = None
     lsp_problem: str = ""
     """Why the language server is not used (it could not start); empty when it is."""
+    bounds: RunBounds | None = None
+    """Wall clock and store size (None: unbounded, as in node tests)."""
 
     @property
     def mode(self) -> str:

@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cake_agents.bounds import RunBounds
 from cake_agents.budget import Budget
 from cake_agents.config import EvolveConfig
 from cake_agents.context import AgentContext, SetupError, load_task_info
 from cake_agents.executor import Executor, make_executor
 from cake_agents.lsp_client import CakeLspClient, LspError
-from cake_agents.models import ModelCaller, ModelClient
+from cake_agents.models import CallLimits, ModelCaller, ModelClient, failure_tally
 from cake_agents.names import run_folder
 from cake_agents.progress import NullProgress, ProgressSink
 from cake_agents.store import STORE_NAME, RunsStore, StoreError
@@ -49,12 +50,19 @@ class RunSummary:
     report: Path | None = None
     seconds: float = 0.0
     winners: dict[str, str] = field(default_factory=dict)
+    exit_code: int = 0
+    """What `cake evolve` exits with: 0 a finished run, 1 nothing usable came of it (the
+    seed fails, or the model wrote no kernel that checks), 2 the endpoint refused the key,
+    3 a bound stopped it."""
+    model_failures: dict[str, int] = field(default_factory=dict)
+    """Why model calls failed (error class or kind of unusable answer) -> how many."""
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "status": self.status, "stop_reason": self.stop_reason,
                 "evals": self.evals, "proposed": self.proposed, "best_hash": self.best_hash,
                 "best_score": self.best_score, "usage": self.usage,
-                "seconds": round(self.seconds, 2), "winners": self.winners}
+                "seconds": round(self.seconds, 2), "winners": self.winners,
+                "exit_code": self.exit_code, "model_failures": self.model_failures}
 
 
 class _Starter(threading.Thread):
@@ -128,6 +136,14 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
             run_id = new_run_id(Path(config.task).stem)
         if info is None:
             info = load_task_info(config)
+        if model is None and config.model:
+            model = make_client(config)
+        if model is not None and config.budget_usd is not None and \
+                model.price(1000, 1000) is None:
+            raise SetupError(
+                f"--budget-usd needs the price of {model.name}, which litellm does not "
+                "know; give it with --price-per-mtok IN,OUT (dollars per million input and "
+                "output tokens, e.g. --price-per-mtok 0.15,0.60)")
         if not resume:
             store.create_run(run_id, task=info.name, mode=config.mode, model=config.model,
                              seed_rng=config.seed_rng, config=config.to_json())
@@ -143,17 +159,16 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
         # a lab may be shared by runs of one kernel (benchmarks): it only caches
         policy = make_policy(config.policy, lab or TacticLab(tactics, info.kernel, info.arch))
         caller = None
-        if config.model or model is not None:
-            if model is None:
-                from cake_agents.models import LiteLLMClient
-
-                model = LiteLLMClient(str(config.model))
+        if model is not None:
             caller = ModelCaller(model, Budget(config.budget_tokens, config.budget_usd,
                                                config.effective_evals),
                                  store, run_id, max_tokens=config.max_tokens,
                                  timeout_s=config.model_timeout_s,
                                  retries=config.model_retries,
-                                 backoff_s=config.model_backoff_s)
+                                 backoff_s=config.model_backoff_s,
+                                 limits=CallLimits(config.max_calls_per_node,
+                                                   config.max_calls_per_generation,
+                                                   config.max_failures))
         if executor is None:
             executor = make_executor(config.executor, workers=config.workers,
                                      timeout_s=config.eval_timeout_s)
@@ -168,11 +183,13 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
             except LspError as exc:
                 problem, lsp = str(exc), None
         sink = progress or NullProgress()
+        out_dir = run_folder(root, run_id)
+        bounds = RunBounds(config.max_minutes, config.max_store_mb, out_dir / CHECKPOINTS,
+                           root / STORE_NAME)
         ctx = AgentContext(config, info, store, run_id, executor, policy, lsp, caller, sink,
-                           problem)
+                           problem, bounds)
         if problem:
             ctx.emit("warning", message=f"{problem}; checking in-process")
-        out_dir = run_folder(root, run_id)
         out_dir.mkdir(parents=True, exist_ok=True)
         from cake_agents.checkpoints import checkpoint_saver
         from cake_agents.graph import build_graph
@@ -203,7 +220,7 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
                 raise
         final = _values(graph.get_state(cfg).values)
         summary = _summary(run_id, root, store, final, time.monotonic() - t0)
-        store.set_status(run_id, "finished", stop_reason=summary.stop_reason,
+        store.set_status(run_id, summary.status, stop_reason=summary.stop_reason,
                          summary=summary.to_json())
         if write_report:
             from cake_agents.report import write_report as write
@@ -231,8 +248,36 @@ def _summary(run_id: str, root: Path, store: RunsStore, final: dict[str, Any],
              seconds: float) -> RunSummary:
     best = final.get("best", {}) or {}
     total = (final.get("usage", {}) or {}).get("total", {})
-    return RunSummary(run_id, root / run_id, root / STORE_NAME, "finished",
-                      final.get("stop_reason", ""), int(final.get("evals", 0)),
+    halt = final.get("halt", {}) or {}
+    evals = int(final.get("evals", 0))
+    # a model run whose every answer failed or never checked clean made nothing usable
+    written = [e for e in (final.get("population", {}) or {}).values()
+               if e.get("tactic") == "model"]
+    useless = bool(total.get("calls")) and not any(e.get("failed_gate") != "check"
+                                                    for e in written)
+    code = int(halt.get("exit", 3)) if halt else \
+        1 if (best.get("hash", "") == "" and evals > 0) or useless else 0
+    reason = str(halt.get("reason") or final.get("stop_reason", ""))
+    if useless and not halt:
+        reason = f"{reason}; the model wrote no kernel that checks"
+    return RunSummary(run_id, root / run_id, root / STORE_NAME,
+                      "stopped" if halt else "finished", reason, evals,
                       int(final.get("proposed", 0)), best.get("hash", ""),
                       best.get("score"), {k: float(v) for k, v in total.items()},
-                      seconds=seconds, winners=dict(final.get("winners", {}) or {}))
+                      seconds=seconds, winners=dict(final.get("winners", {}) or {}),
+                      exit_code=code, model_failures=failure_tally(store, run_id))
+
+
+def make_client(config: EvolveConfig) -> ModelClient:
+    """The litellm client `--model`, `--api-base`, `--price-per-mtok` and `--no-stream`
+    describe (the endpoint's key comes from the provider's environment variable)."""
+    from cake_agents.models import LiteLLMClient
+
+    kwargs: dict[str, Any] = {}
+    if config.api_base:
+        kwargs["api_base"] = config.api_base
+    price = None
+    if config.price_per_mtok is not None:
+        price = (config.price_per_mtok[0] / 1e6, config.price_per_mtok[1] / 1e6)
+    return LiteLLMClient(str(config.model), completion_kwargs=kwargs, price_per_token=price,
+                         stream=config.stream)

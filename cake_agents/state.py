@@ -91,6 +91,8 @@ class EvolveState:
     """Generations since the best score last improved."""
     done: bool = False
     stop_reason: str = ""
+    halt: Json = field(default_factory=dict)
+    """Set when a bound stopped the run: {"reason", "exit"} (the CLI's exit status)."""
     dispatcher: Json = field(default_factory=dict)
     """Portfolio mode: the bucket table the dispatcher was generated from."""
 
@@ -118,4 +120,5 @@ class StateUpdate(TypedDict, total=False):
     stall: int
     done: bool
     stop_reason: str
+    halt: Json
     dispatcher: Json

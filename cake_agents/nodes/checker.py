@@ -41,8 +41,11 @@ def make_checker(ctx: AgentContext) -> Node:
                     ordinal=1000 * state.repair_round + i))
             cand["diagnostics"], cand["errors"] = diags, len(errors)
             cand["quick_fixes"], cand["checked_by"] = fixes, source
+            # both bounds: a candidate's repairs, and the rounds of this generation (a
+            # candidate the repairer gave up on comes back unchanged, its count unchanged)
             cand["repairable"] = bool(errors) and \
                 cand.get("repairs", 0) < ctx.config.max_repairs and \
+                state.repair_round < ctx.config.max_repairs and \
                 (bool(fixes) or ctx.caller is not None)
             batch.append(cand)
         return {"batch": batch, "pending_failures": failures}

@@ -96,11 +96,13 @@ def _model(ctx: AgentContext, state: EvolveState, plan: Plan) -> StateUpdate:
             try:
                 got = extract_kernel(outcome.reply.text, outcome.reply.finish_reason)
             except MalformedOutput as exc:
+                ctx.caller.judge(False, exc.reason)
                 failures.append(failure(ctx, step=state.step, hash_=parent, gate="model",
                                         code=f"E-{exc.reason.upper()}", message=exc.detail,
                                         ordinal=outcome.reply.attempt))
                 note = RETRY_NOTES.get(exc.reason, RETRY_NOTES["no-code-block"])
                 continue
+            ctx.caller.judge(True)
             cand = new_candidate(ctx, step=state.step, idx=idx, text=got.text, parent=parent,
                                  tactic="model", params={"model": ctx.caller.client.name},
                                  origin="coder", rationale=plan.get("reason", ""))

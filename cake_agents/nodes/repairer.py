@@ -113,10 +113,12 @@ def _ask_model(ctx: AgentContext, state: EvolveState, cand: Candidate,
         try:
             got = extract_kernel(outcome.reply.text, outcome.reply.finish_reason)
         except MalformedOutput as exc:
+            ctx.caller.judge(False, exc.reason)
             failures.append(failure(ctx, step=state.step, hash_=cand["hash"], gate="model",
                                     code=f"E-{exc.reason.upper()}", message=exc.detail,
                                     ordinal=outcome.reply.attempt))
             note = RETRY_NOTES.get(exc.reason, RETRY_NOTES["no-code-block"])
             continue
+        ctx.caller.judge(True)
         return got.text, usage, failures, attempt, outcome.reply.attempt
     return None, usage, failures, attempt, -1

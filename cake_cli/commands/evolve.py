@@ -5,8 +5,11 @@ command runs, and `cake_agents` imports LangGraph (and litellm, only with `--mod
 only then.
 
 Exit status: 0 the run finished (whether or not it improved the seed), 1 the run could
-not make progress (the seed fails its gates and nothing repaired it), 2 usage problems
-(unknown task, unreadable seed, unknown run to resume) or an internal error.
+not make progress (the seed fails its gates and nothing repaired it, or the model wrote no
+kernel that checks), 2 usage problems (unknown task, unreadable seed, unknown run to
+resume, a dollar budget without a price), the model endpoint refused the key, or an
+internal error, 3 a bound stopped the run (calls, failures in a row, wall clock, store
+size, an unreachable endpoint): its status is then `stopped: <why>`.
 """
 
 from __future__ import annotations
@@ -61,11 +64,39 @@ if TYPE_CHECKING:  # never imported at run time: the agents load only when the c
 @click.option("--emulate/--no-emulate", "emulate", default=None,
               help="Run the lowered CUDA of each kept kernel on the CPU (the emulate gate). "
                    "[default: only where there is no GPU and there is a host C++ compiler]")
+@click.option("--api-base", metavar="URL", envvar="CAKE_API_BASE",
+              help="Base URL of the model's endpoint, e.g. an OpenAI-compatible server "
+                   "(--model openai/NAME --api-base http://127.0.0.1:8000/v1); also "
+                   "CAKE_API_BASE.")
+@click.option("--price-per-mtok", metavar="IN,OUT",
+              help="Dollars per million input and output tokens, for a model whose price "
+                   "litellm does not know (needed by --budget-usd).")
+@click.option("--stream/--no-stream", default=True, show_default=True,
+              help="Read replies as they are generated and stop at the budget.")
+@click.option("--max-repairs", type=click.IntRange(0, 20), default=2, show_default=True,
+              help="Repair rounds per candidate (and per generation).")
+@click.option("--max-calls-per-node", type=click.IntRange(1), default=12, show_default=True,
+              help="Model calls one agent may make in one generation; more stops the run.")
+@click.option("--max-calls-per-generation", type=click.IntRange(1), default=32,
+              show_default=True, help="Model calls in one generation; more stops the run.")
+@click.option("--max-failures", type=click.IntRange(1), default=8, show_default=True,
+              help="Model calls in a row without a usable answer before the run stops.")
+@click.option("--model-retries", type=click.IntRange(0, 10), default=3, show_default=True,
+              help="Retries of a call after a transient error (rate limit, timeout, "
+                   "connection); an endpoint still unreachable after them stops the run.")
+@click.option("--max-minutes", type=click.FloatRange(0, min_open=True), default=120.0,
+              show_default=True, help="Wall clock of the run; past it the run stops.")
+@click.option("--max-store-mb", type=click.FloatRange(0, min_open=True), default=1024.0,
+              show_default=True, help="What the run may write (checkpoints and its rows of "
+                                      "the runs store); past it the run stops.")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress; only the summary.")
 def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: str | None,
            budget_tokens: int | None, budget_usd: float | None, budget_evals: int | None,
            run_dir: str, resume: str | None, seed_rng: int, batch: int | None,
-           executor: str, workers: int, gates: str, emulate: bool | None, quiet: bool) -> None:
+           executor: str, workers: int, gates: str, emulate: bool | None, api_base: str | None,
+           price_per_mtok: str | None, stream: bool, max_repairs: int,
+           max_calls_per_node: int, max_calls_per_generation: int, max_failures: int,
+           model_retries: int, max_minutes: float, max_store_mb: float, quiet: bool) -> None:
     """Evolve a kernel for TASK (a task name or a task file) under a budget.
 
     Agents (planner, coder, checker, repairer, evaluator, archivist, reflector) read the
@@ -87,6 +118,7 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
         chosen_gates = [g for g in chosen_gates if g != "emulate"] + (["emulate"] if emulate
                                                                       else [])
     chosen_gates = [g for g in known if g in chosen_gates or g in ("static", "cost")]
+    price = _price(price_per_mtok)
     if seed_kernel and not Path(seed_kernel.partition("::")[0]).is_file():
         raise click.UsageError(f"no such seed kernel file: {seed_kernel.partition('::')[0]}")
     try:
@@ -103,7 +135,11 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
         seed_kernel=seed_kernel, model=model, budget_tokens=budget_tokens,
         budget_usd=budget_usd, budget_evals=budget_evals, run_dir=run_dir,
         seed_rng=seed_rng, batch=batch or 0, executor=executor, workers=workers,
-        gates=tuple(chosen_gates), emulate="on" if emulate else "auto")
+        gates=tuple(chosen_gates), emulate="on" if emulate else "auto", api_base=api_base,
+        price_per_mtok=price, stream=stream, max_repairs=max_repairs,
+        max_calls_per_node=max_calls_per_node,
+        max_calls_per_generation=max_calls_per_generation, max_failures=max_failures,
+        model_retries=model_retries, max_minutes=max_minutes, max_store_mb=max_store_mb)
     if "emulate" in chosen_gates:
         _note_emulate(config.emulate)
     progress = _Progress(config, quiet)
@@ -113,8 +149,21 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
     except SetupError as exc:
         raise click.UsageError(str(exc)) from exc
     _print_summary(summary, config)
-    if summary.best_hash == "" and summary.evals > 0:
-        sys.exit(1)
+    if summary.exit_code:
+        sys.exit(summary.exit_code)
+
+
+def _price(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    try:
+        a, b = (float(x) for x in text.split(","))
+    except ValueError:
+        raise click.UsageError(f"--price-per-mtok takes IN,OUT (two numbers, dollars per "
+                               f"million tokens), not {text!r}") from None
+    if a < 0 or b < 0:
+        raise click.UsageError("--price-per-mtok: prices cannot be negative")
+    return a, b
 
 
 def _note_emulate(mode: str) -> None:
@@ -173,15 +222,22 @@ class _Deferred:
 
 def _print_summary(s: RunSummary, config: EvolveConfig) -> None:
     flag = f" --run-dir {config.run_dir}" if str(config.run_dir) != "cake-runs" else ""
-    click.echo(f"run {s.run_id}: {s.stop_reason or 'finished'}")
+    status = "stopped: " if s.status == "stopped" else ""
+    click.echo(f"run {s.run_id}: {status}{s.stop_reason or 'finished'}")
     click.echo(f"  {s.evals} evaluations, {s.proposed} candidates, {s.seconds:.0f} s")
     if s.best_score is not None:
         click.echo(f"  best predicted speedup over the seed: {s.best_score:.3f}x "
                    f"(kernel {s.best_hash[:10]})")
     if s.usage.get("calls"):
         tokens = int(s.usage.get("tokens_in", 0) + s.usage.get("tokens_out", 0))
-        click.echo(f"  model: {int(s.usage['calls'])} calls, {tokens} tokens, "
-                   f"${s.usage.get('usd', 0.0):.4f}")
+        failed = sum(s.model_failures.values())
+        why = ", ".join(f"{n} {k}" for k, n in sorted(s.model_failures.items()))
+        usd = f"${s.usage.get('usd', 0.0):.4f}" if config.budget_usd is not None or \
+            s.usage.get("usd") else "price unknown"
+        click.echo(f"  model: {int(s.usage['calls'])} calls ({failed} failed), {tokens} "
+                   f"tokens, {usd}")
+        if why:
+            click.echo(f"  model failures: {why}")
     if s.winners and config.mode == "portfolio":
         click.echo(f"  portfolio: {len(s.winners)} bucket winners; dispatcher in "
                    f"{s.run_dir / 'dispatch.hpp'} and dispatch.json")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cake_agents.graph import NODES, route_after_check, route_after_plan, topology
+from cake_agents.graph import NODES, route_after_check, route_after_plan, route_on, topology
 from cake_agents.state import EvolveState, add_usage, extend_or_clear, merge
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "topology.json"
@@ -51,6 +51,15 @@ def test_route_after_check() -> None:
     assert route_after_check(EvolveState(batch=[clean, broken])) == "repair"
     assert route_after_check(EvolveState(batch=[hopeless])) == "evaluate"
     assert route_after_check(EvolveState(batch=[])) == "evaluate"
+
+
+def test_a_halt_leads_every_router_to_the_finalizer() -> None:
+    halt = {"reason": "wall-clock limit", "exit": 3}
+    broken = {"hash": "b", "errors": 1, "repairable": True}
+    assert route_after_check(EvolveState(batch=[broken], halt=halt)) == "finish"
+    assert route_after_plan(EvolveState(plan={"kind": "model"}, halt=halt)) == "finish"
+    assert route_on(EvolveState(halt=halt)) == "finish"
+    assert route_on(EvolveState()) == "next"
 
 
 def test_reducers() -> None:
