@@ -6,7 +6,8 @@ only then.
 
 Exit status: 0 the run finished (whether or not it improved the seed), 1 the run could
 not make progress (the seed fails its gates and nothing repaired it), 2 usage problems
-(unknown task, unreadable seed, unknown run to resume) or an internal error.
+(unknown task, unreadable seed, unknown run to resume) or an internal error, 130
+interrupted (Ctrl-C; the command to resume the run is printed).
 """
 
 from __future__ import annotations
@@ -112,6 +113,15 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
                              on_start=progress.start)
     except SetupError as exc:
         raise click.UsageError(str(exc)) from exc
+    except KeyboardInterrupt:
+        # Ctrl-C: the run is checkpointed after every step; say how to pick it up again
+        flag = f" --run-dir {run_dir}" if str(run_dir) != "cake-runs" else ""
+        if progress.run_id:
+            click.echo(f"\ninterrupted; resume with: cake evolve --resume "
+                       f"{progress.run_id}{flag}", err=True)
+        else:
+            click.echo("\ninterrupted before the run was created", err=True)
+        sys.exit(130)
     _print_summary(summary, config)
     if summary.best_hash == "" and summary.evals > 0:
         sys.exit(1)
@@ -133,6 +143,7 @@ class _Progress:
         from cake_agents.progress import LineProgress, NullProgress
 
         self.config = config
+        self.run_id = ""
         self.sink: ProgressSink
         if quiet:
             self.sink = NullProgress()
@@ -142,6 +153,7 @@ class _Progress:
             self.sink = _Deferred()
 
     def start(self, run_id: str) -> None:
+        self.run_id = run_id
         if isinstance(self.sink, _Deferred):
             from cake_agents.progress import RichProgress
 
