@@ -30,6 +30,11 @@ def make_checker(ctx: AgentContext) -> Node:
         failures: list[Json] = []
         for checked in state.batch:
             cand = Candidate(**checked)
+            if ctx.config.arm == "cuda":  # no IR, no verifier: nvcc is the first gate
+                cand["diagnostics"], cand["errors"], cand["quick_fixes"] = [], 0, []
+                cand["checked_by"], cand["repairable"] = "none", False
+                batch.append(cand)
+                continue
             diags, fixes, source, extra = _check(ctx, cand)
             errors = [d for d in diags if d["severity"] == "error"]
             ctx.store.add_diagnostics(ctx.run_id, cand["hash"], state.step,
@@ -90,11 +95,16 @@ def _via_lsp(ctx: AgentContext, cand: Candidate
                           "edits": [list(e) for e in f.edits]} for f in qf)
         diags.append(entry)
     extra: dict[str, object] = {"safe_fixes": [], "hovers": {}}
-    if any(d.is_error for d in got):
-        extra["safe_fixes"] = [list(e) for e in ctx.lsp.safe_fixes(uri)]
-        if ctx.caller is not None:
-            extra["hovers"] = hovers(ctx.lsp, uri, cand["text"],
-                                     {d.line for d in got if d.is_error})
+    if fixes:
+        # the safe fixes go first only when one of them is an error's fix: fixing a
+        # warning alone would spend a repair round and leave the errors as they were
+        safe = [list(e) for e in ctx.lsp.safe_fixes(uri)]
+        offered = {tuple(e) for f in fixes for e in f["edits"]}
+        if any(tuple(e) in offered for e in safe):
+            extra["safe_fixes"] = safe
+    if ctx.caller is not None and any(d.is_error for d in got):
+        extra["hovers"] = hovers(ctx.lsp, uri, cand["text"],
+                                 {d.line for d in got if d.is_error})
     return diags, fixes, extra
 
 

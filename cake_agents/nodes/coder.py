@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from cake_agents import cuda_arm
 from cake_agents.context import AgentContext
 from cake_agents.editor_view import parent_view, render
 from cake_agents.extract import MalformedOutput, extract_kernel, intent_of
 from cake_agents.lsp_client import LspError
 from cake_agents.nodes.common import Node, failure, merge_usage, new_candidate, spent, usage_delta
-from cake_agents.prompts import RETRY_NOTES, coder_messages
+from cake_agents.prompts import RETRY_NOTES, coder_messages, memory_text
 from cake_agents.records import Candidate, Json, Plan
 from cake_agents.state import EvolveState, StateUpdate
 from cake_agents.tactic_lab import CHAIN, Move, TacticLab
@@ -111,10 +112,16 @@ def _model(ctx: AgentContext, state: EvolveState, plan: Plan) -> StateUpdate:
     attempt = 0
     note = ""
     tries = ctx.config.model_retries + 1
-    editor = editor_text(ctx, parent, parent_text)
+    cuda = ctx.config.arm == "cuda"  # the controlled experiment's other arm (cuda_arm.py)
+    editor = "" if cuda else editor_text(ctx, parent, parent_text)
+    extract = cuda_arm.extract_cuda if cuda else extract_kernel
     for idx in range(int(plan.get("n", 1))):
         for _ in range(tries):
-            messages = coder_messages(
+            messages = cuda_arm.messages(
+                task_name=ctx.info.name, description=ctx.info.task.description,
+                shapes=shapes, arch=ctx.info.arch, parent_text=parent_text,
+                memory_text=memory_text(state.memory), retry_note=note) if cuda else \
+                coder_messages(
                 task_name=ctx.info.name, description=ctx.info.task.description,
                 shapes=shapes, parent_text=parent_text,
                 bottleneck=plan.get("bottleneck", ""), hot_lines=entry.get("hot_lines", []),
@@ -135,12 +142,13 @@ def _model(ctx: AgentContext, state: EvolveState, plan: Plan) -> StateUpdate:
                     done["done"], done["stop_reason"] = True, outcome.stopped
                 return done
             try:
-                got = extract_kernel(outcome.reply.text, outcome.reply.finish_reason)
+                got = extract(outcome.reply.text, outcome.reply.finish_reason)
             except MalformedOutput as exc:
                 failures.append(failure(ctx, step=state.step, hash_=parent, gate="model",
                                         code=f"E-{exc.reason.upper()}", message=exc.detail,
                                         ordinal=outcome.reply.attempt))
-                note = RETRY_NOTES.get(exc.reason, RETRY_NOTES["no-code-block"])
+                note = cuda_arm.RETRY_NOTE if cuda else \
+                    RETRY_NOTES.get(exc.reason, RETRY_NOTES["no-code-block"])
                 continue
             cand = new_candidate(ctx, step=state.step, idx=idx, text=got.text, parent=parent,
                                  tactic="model", params={"model": ctx.caller.client.name},

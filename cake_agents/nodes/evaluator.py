@@ -114,6 +114,8 @@ def _entry(ctx: AgentContext, state: EvolveState, cand: Candidate,
     times = dict(res.get("times", {})) if res else {}
     floors = ctx.info.floors
     base = ctx.info.baseline
+    if ctx.config.arm == "cuda":  # measured times, over the task's library baseline
+        base = dict((res or {}).get("measured_baseline", {}))
     passed = status == "pass"
     bucket_scores = {}
     if passed:

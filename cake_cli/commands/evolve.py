@@ -62,11 +62,15 @@ if TYPE_CHECKING:  # never imported at run time: the agents load only when the c
 @click.option("--emulate/--no-emulate", "emulate", default=None,
               help="Run the lowered CUDA of each kept kernel on the CPU (the emulate gate). "
                    "[default: only where there is no GPU and there is a host C++ compiler]")
+@click.option("--arm", type=click.Choice(["cake", "cuda"]), default="cake", show_default=True,
+              help="cake: the model writes CAKE IR; cuda: it writes CUDA C++ directly, "
+                   "gated by nvcc and (with a GPU) the GPU runner only. Needs --model.")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress; only the summary.")
 def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: str | None,
            budget_tokens: int | None, budget_usd: float | None, budget_evals: int | None,
            run_dir: str, resume: str | None, seed_rng: int, batch: int | None,
-           executor: str, workers: int, gates: str, emulate: bool | None, quiet: bool) -> None:
+           executor: str, workers: int, gates: str, emulate: bool | None, arm: str,
+           quiet: bool) -> None:
     """Evolve a kernel for TASK (a task name or a task file) under a budget.
 
     Agents (planner, coder, checker, repairer, evaluator, archivist, reflector) read the
@@ -76,6 +80,9 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
     """
     if task is None and resume is None:
         raise click.UsageError("give a TASK, or --resume RUN")
+    if arm == "cuda" and not model and resume is None:
+        raise click.UsageError("the cuda arm has no offline policy: a model writes its CUDA "
+                               "(give --model)")
     if mode == "reference" and not seed_kernel:
         raise click.UsageError("--mode reference needs --seed KERNEL")
     known = ("static", "sim", "cost", "ptxas", "emulate", "gpu")
@@ -104,8 +111,12 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
         seed_kernel=seed_kernel, model=model, budget_tokens=budget_tokens,
         budget_usd=budget_usd, budget_evals=budget_evals, run_dir=run_dir,
         seed_rng=seed_rng, batch=batch or 0, executor=executor, workers=workers,
-        gates=tuple(chosen_gates), emulate="on" if emulate else "auto")
-    if "emulate" in chosen_gates:
+        gates=tuple(chosen_gates), emulate="on" if emulate else "auto", arm=arm)
+    if arm == "cuda":
+        from cake_agents.cuda_arm import availability
+
+        click.echo(f"cake evolve: the cuda arm: {availability().message}", err=True)
+    elif "emulate" in chosen_gates:
         _note_emulate(config.emulate)
     progress = _Progress(config, quiet)
     try:
@@ -123,8 +134,8 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
             click.echo("\ninterrupted before the run was created", err=True)
         sys.exit(130)
     _print_summary(summary, config)
-    if summary.best_hash == "" and summary.evals > 0:
-        sys.exit(1)
+    if summary.best_hash == "" and summary.evals > 0 and config.arm != "cuda":
+        sys.exit(1)  # (the cuda arm without a GPU compiles only: nothing gets a score)
 
 
 def _note_emulate(mode: str) -> None:
