@@ -172,7 +172,9 @@ def gpu_gate(job: dict[str, Any], state: dict[str, Any], out: dict[str, Any]
     """The runner on the candidate's .cu, launched with the seed's metadata; the score's
     times are the measured ones, its baseline the task's library implementation."""
     from cake_core.run.device import probe_gpu
+    from cake_core.run.protocol import TimingConfig
     from cake_core.run.runner import BenchOptions, BenchSetupError, NoGpuError, bench
+    from cake_core.tasks import Shape
 
     probe = probe_gpu()
     if not probe.present:
@@ -181,12 +183,21 @@ def gpu_gate(job: dict[str, Any], state: dict[str, Any], out: dict[str, Any]
     from cake_agents.scoring import dims_key
 
     task = _task(job["task_path"])
+    # as the cake arm's GPU gate: the job's shapes (or `gpu.shapes`) and timing
+    g = dict(job.get("gpu") or {})
+    shapes = [Shape(dict(d)) for d in g["shapes"]] if g.get("shapes") else [
+        Shape(dict(s["dims"])) for s in job["shapes"] if s["key"] in job["require_shapes"]]
+    timing = g.get("timing", {})
+    opts = BenchOptions(shapes=shapes, seeds=(0,), cu=job["text"],
+                        timing=TimingConfig(int(timing.get("warmup", 3)),
+                                            int(timing.get("rounds", 3)),
+                                            int(timing.get("calls", 5)), True),
+                        timeout=float(g.get("timeout_s", 120.0)))
     with tempfile.TemporaryDirectory(prefix="cake-cuda-arm-") as tmp:
         path = Path(tmp) / "seed.cake"
         path.write_text(job["cake_seed"], encoding="utf-8")
         try:
-            outcome = bench(path, job["kernel"], task,
-                            BenchOptions(seeds=(0,), cu=job["text"]))
+            outcome = bench(path, job["kernel"], task, opts)
         except NoGpuError as exc:
             return NOT_AVAILABLE, {"reason": str(exc)}, []
         except BenchSetupError as exc:
