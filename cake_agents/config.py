@@ -70,6 +70,9 @@ class EvolveConfig:
     policy: str = "evolve"
     """Offline policy: `evolve` (cost-model guided), `greedy` (the same without lookahead:
     one tactic move per candidate) or `random` (the baseline in bench/)."""
+    arm: str = "cake"
+    """`cake`: the model writes CAKE IR; `cuda`: it writes CUDA C++ directly, gated by nvcc
+    and the GPU runner only (`cuda_arm.py`, the controlled experiment)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -56,6 +56,8 @@ class TaskInfo:
     arch: str = ""
     """The seed's target: candidates must keep it (a port to another GPU is not a faster
     kernel for this one, whatever the cost model says about the newer chip)."""
+    cake_seed_text: str = ""
+    """The `cuda` arm: the .cake seed its CUDA seed (`seed_text`) was lowered from."""
 
     @property
     def name(self) -> str:
@@ -202,4 +204,5 @@ class AgentContext:
                           "shapes": [[s.key, s.weight] for s in target]},
                 "emulate": {"mode": self.config.emulate, "seed": self.config.seed_rng,
                             "better_than": best},
-                "gpu": {**self.config.extra.get("gpu", {}), "better_than": best}}
+                "gpu": {**self.config.extra.get("gpu", {}), "better_than": best},
+                "cake_seed": self.info.cake_seed_text}

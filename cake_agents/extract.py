@@ -83,3 +83,23 @@ def _closes(after_opening: list[str], markup: str) -> bool:
         return False
     last = after_opening[-1].lstrip(" \t>").rstrip()  # `>`: a fence inside a quote
     return len(last) >= len(markup) and last == markup[0] * len(last)
+
+
+INTENT_CHARS = 400
+
+
+def intent_of(answer: str | None) -> str:
+    """The model's stated intent: its prose outside code blocks, whitespace collapsed and
+    cut to `INTENT_CHARS` ("" when it said nothing).  Kept with the candidate so that a
+    reader sees what a model candidate was meant to change, not only the diff."""
+    if not answer:
+        return ""
+    lines = _LINE_END.split(answer)
+    inside = [False] * len(lines)
+    for token in _MARKDOWN.parse(answer):
+        if token.type == "fence" and token.map is not None:
+            for i in range(token.map[0], min(token.map[1], len(lines))):
+                inside[i] = True
+    prose = " ".join(" ".join(ln for ln, code in zip(lines, inside, strict=True)
+                              if not code).split())
+    return prose if len(prose) <= INTENT_CHARS else prose[:INTENT_CHARS - 3].rstrip() + "..."

@@ -447,5 +447,20 @@ class _Spec:
         self.key, self.weight = key, weight
 
 
+def _cuda_compile(job: dict[str, Any], state: dict[str, Any], out: dict[str, Any]
+                  ) -> tuple[str, dict[str, Any], list[dict[str, Any]]]:
+    from cake_agents.cuda_arm import compile_gate
+
+    return compile_gate(job, state, out)
+
+
+def _cuda_gpu(job: dict[str, Any], state: dict[str, Any], out: dict[str, Any]
+              ) -> tuple[str, dict[str, Any], list[dict[str, Any]]]:
+    from cake_agents.cuda_arm import gpu_gate
+
+    return gpu_gate(job, state, out)
+
+
 _GATE_FUNCS = {"static": _static, "sim": _sim, "cost": _cost, "ptxas": _ptxas,
-               "emulate": _emulate, "gpu": _gpu}
+               "emulate": _emulate, "gpu": _gpu,
+               "cuda-compile": _cuda_compile, "cuda-gpu": _cuda_gpu}

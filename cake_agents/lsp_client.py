@@ -58,6 +58,16 @@ class LspDiagnostic:
 
 
 @dataclass(frozen=True)
+class TacticOffer:
+    """A tactic the server offers as a `refactor.rewrite` code action (as in the editor's
+    lightbulb menu); its rewrite is computed only when resolved."""
+
+    title: str
+    tactic: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class QuickFix:
     title: str
     preferred: bool
@@ -146,8 +156,13 @@ class CakeLspClient:
                 code_action=lsp.CodeActionClientCapabilities(
                     code_action_literal_support=lsp.ClientCodeActionLiteralOptions(
                         code_action_kind=lsp.ClientCodeActionKindOptions(
-                            value_set=[lsp.CodeActionKind.QuickFix])),
-                    is_preferred_support=True, data_support=True),
+                            value_set=[lsp.CodeActionKind.QuickFix,
+                                       lsp.CodeActionKind.SourceFixAll,
+                                       lsp.CodeActionKind.RefactorRewrite])),
+                    is_preferred_support=True, data_support=True,
+                    resolve_support=lsp.ClientCodeActionResolveOptions(properties=["edit"])),
+                hover=lsp.HoverClientCapabilities(
+                    content_format=[lsp.MarkupKind.Markdown, lsp.MarkupKind.PlainText]),
                 synchronization=lsp.TextDocumentSyncClientCapabilities()),
             workspace=lsp.WorkspaceClientCapabilities(
                 workspace_edit=lsp.WorkspaceEditClientCapabilities(document_changes=False)),
@@ -297,6 +312,70 @@ class CakeLspClient:
                 out.append(QuickFix(a.title, bool(a.is_preferred), tuple(edits)))
         out.sort(key=lambda f: not f.preferred)
         return out
+
+
+    def safe_fixes(self, uri: str) -> list[tuple[int, int, int, int, str]]:
+        """The edits of the server's `source.fixAll` action: every safe fix one pass of
+        `cake check --fix` applies (empty when there is none)."""
+        return self._run(self._fix_all(uri))
+
+    async def _fix_all(self, uri: str) -> list[tuple[int, int, int, int, str]]:
+        from lsprotocol import types as lsp
+
+        zero = lsp.Range(start=lsp.Position(line=0, character=0),
+                         end=lsp.Position(line=0, character=0))
+        actions = await self._client.text_document_code_action_async(lsp.CodeActionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri), range=zero,
+            context=lsp.CodeActionContext(diagnostics=[],
+                                          only=[lsp.CodeActionKind.SourceFixAll])))
+        for a in actions or []:
+            if isinstance(a, lsp.CodeAction) and a.edit is not None:
+                return _edits_for(a.edit, uri)
+        return []
+
+    def tactic_offers(self, uri: str, line: int) -> list[TacticOffer]:
+        """The tactics offered as code actions for the kernel at `line` (a kernel that
+        does not verify gets none, as in the editor)."""
+        return self._run(self._tactics(uri, line))
+
+    async def _tactics(self, uri: str, line: int) -> list[TacticOffer]:
+        from lsprotocol import types as lsp
+
+        pos = lsp.Position(line=line, character=0)
+        actions = await self._client.text_document_code_action_async(lsp.CodeActionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            range=lsp.Range(start=pos, end=pos),
+            context=lsp.CodeActionContext(diagnostics=[],
+                                          only=[lsp.CodeActionKind.RefactorRewrite])))
+        out = []
+        for a in actions or []:
+            data = a.data if isinstance(a, lsp.CodeAction) else None
+            spec = data.get("cake_tactic") if isinstance(data, dict) else None
+            if isinstance(spec, dict):
+                out.append(TacticOffer(a.title, str(spec.get("tactic", "")),
+                                       dict(spec.get("params") or {})))
+        return out
+
+    def hover(self, uri: str, line: int, col: int) -> str:
+        """The hover text at a position ("" where the server has none)."""
+        return self._run(self._hover(uri, line, col))
+
+    async def _hover(self, uri: str, line: int, col: int) -> str:
+        from lsprotocol import types as lsp
+
+        got = await self._client.text_document_hover_async(lsp.HoverParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=line, character=col)))
+        if got is None:
+            return ""
+        contents = got.contents
+        if isinstance(contents, lsp.MarkupContent):
+            return contents.value
+        if isinstance(contents, str):
+            return contents
+        if isinstance(contents, list):
+            return "\n\n".join(c if isinstance(c, str) else c.value for c in contents)
+        return str(getattr(contents, "value", ""))
 
 
 def _diagnostic(d: Any) -> LspDiagnostic:

@@ -12,6 +12,8 @@ import sys
 import time
 from typing import Any, Protocol, TextIO
 
+from cake_agents.observe import headline
+
 
 class ProgressSink(Protocol):
     def event(self, kind: str, **data: Any) -> None: ...
@@ -46,10 +48,12 @@ class LineProgress:
         if kind == "evaluated":
             e = data["entry"]
             status = "pass" if e["status"] == "pass" else f"fail@{e.get('failed_gate')}"
-            what = e.get("rationale") or e.get("tactic", "")
+            what, more = headline(e)
             print(f"[eval {data['seq']}/{data.get('budget', '?')}] {e['hash'][:10]} "
-                  f"{status:<12} {_speedup(e.get('score')):>8}  {what[:70]}",
+                  f"{status:<12} {_speedup(e.get('score')):>8}  {what}",
                   file=self.stream, flush=True)
+            for line in more:
+                print(f"      {line}", file=self.stream, flush=True)
         elif kind == "best":
             print(f"  best so far: {_speedup(data['best'].get('score'))}",
                   file=self.stream, flush=True)
@@ -106,7 +110,7 @@ class RichProgress:
         t.add_row("best speedup", _speedup(self.best) + "  (predicted)")
         t.add_row("now", self.node + (f" / gate {self.gate}" if self.gate else ""))
         t.add_row("elapsed", f"{time.monotonic() - self.t0:.0f} s")
-        for line in self.last[-4:]:
+        for line in self.last[-8:]:
             t.add_row("", line)
         title = f"cake evolve {self.task} ({self.mode}, {self.model or 'offline policy'})"
         return Panel(t, title=title, subtitle=self.run_id)
@@ -123,9 +127,10 @@ class RichProgress:
             self.evals = data["seq"]
             if e["status"] != "pass":
                 self.failures += 1
-            what = (e.get("rationale") or e.get("tactic", ""))[:60]
+            what, more = headline(e, 60)
             self.last.append(f"{e['hash'][:8]} {e['status']:<4} {_speedup(e.get('score'))} "
                              f"{what}")
+            self.last.extend(f"  {line}" for line in more)
         elif kind == "best":
             self.best = data["best"].get("score")
         elif kind == "warning":

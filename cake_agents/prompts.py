@@ -3,14 +3,23 @@
 A model is asked for one thing only: a complete .cake kernel in a ```python block.  It
 gets the task, the parent kernel, the cost model's view of it (bottleneck, the lines that
 cost most), a strategy hint from the planner (the best-predicted tactic moves), and what
-failed before (the reflector's memory).  The repairer sends the kernel with the language
-server's diagnostics, rendered as a person sees them.
+failed before (the reflector's memory), and what an editor shows for the parent
+(`editor_view.py`: the language server's diagnostics with their quick fixes, the hover
+text of the primitives it calls, the tactics offered as code actions).  The repairer sends
+the kernel with the language server's diagnostics and their fixes, and the hover text of
+the primitives on the failing lines, rendered as a person sees them.
+
+The model is asked to state its intent in a sentence before the code block: the run
+keeps it with the candidate (`extract.intent_of`), so a reader of `cake runs show` or of
+the report sees what each model candidate was meant to change.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+from cake_agents.editor_view import diagnostics_text
 
 SYSTEM = """\
 You write GPU kernels in CAKE IR: a typed, hardware-explicit kernel language written in a \
@@ -19,23 +28,13 @@ verified (resources, layouts, synchronization), simulated on the CPU against a n
 reference, priced by a cost model and lowered to CUDA.
 
 Rules for your answer:
-- Answer with ONE complete .cake file in a single ```python code block, nothing after it.
+- Begin with one or two sentences stating your intent: what you change and why.
+- Then give ONE complete .cake file in a single ```python code block, nothing after it.
 - Keep the kernel's name, its parameters (names, dtypes, shapes) and its dims: the task's \
 harness calls it with exactly those.
 - Every hardware decision is explicit: warp roles, smem buffers and layouts, pipelines and \
 barriers, register budgets. Stay within the target's shared-memory and register limits.
 - Prefer small, verifiable changes to the parent kernel over rewrites."""
-
-
-def _diag_lines(diags: Sequence[dict[str, Any]], text: str, limit: int = 12) -> str:
-    lines = text.splitlines()
-    out = []
-    for d in list(diags)[:limit]:
-        ln = int(d.get("line", 0))
-        src = lines[ln] if 0 <= ln < len(lines) else ""
-        out.append(f"line {ln + 1}:{int(d.get('col', 0)) + 1}: {d.get('severity', 'error')}"
-                   f"[{d.get('code', '')}]: {d.get('message', '')}\n    {src.strip()}")
-    return "\n".join(out)
 
 
 def memory_text(memory: Sequence[dict[str, Any]]) -> str:
@@ -50,10 +49,13 @@ def memory_text(memory: Sequence[dict[str, Any]]) -> str:
 def coder_messages(*, task_name: str, description: str, shapes: Sequence[str],
                    parent_text: str, bottleneck: str, hot_lines: Sequence[dict[str, Any]],
                    hints: Sequence[dict[str, Any]], memory: Sequence[dict[str, Any]],
-                   retry_note: str = "") -> list[dict[str, str]]:
+                   retry_note: str = "", editor: str = "") -> list[dict[str, str]]:
+    """`editor`: what the language server shows for the parent (`editor_view.render`)."""
     parts = [f"Task `{task_name}`: {description}",
              "Target shapes (weighted): " + "; ".join(shapes),
              "Parent kernel:\n```python\n" + parent_text.rstrip() + "\n```"]
+    if editor:
+        parts.append("What the editor shows for the parent kernel.\n\n" + editor)
     if bottleneck:
         parts.append(f"The cost model says the parent is {bottleneck}-bound.")
     if hot_lines:
@@ -74,12 +76,18 @@ def coder_messages(*, task_name: str, description: str, shapes: Sequence[str],
 
 
 def repair_messages(*, text: str, diagnostics: Sequence[dict[str, Any]],
-                    memory: Sequence[dict[str, Any]], retry_note: str = ""
-                    ) -> list[dict[str, str]]:
+                    memory: Sequence[dict[str, Any]], retry_note: str = "",
+                    hovers: dict[str, str] | None = None) -> list[dict[str, str]]:
+    """`diagnostics` may carry `fixes` (quick-fix titles the server offers: none of them
+    safe, or the repairer would have applied it); `hovers`: called name -> hover text."""
     parts = ["This CAKE kernel does not pass the checker:\n```python\n" + text.rstrip()
              + "\n```",
-             "Diagnostics from the CAKE language server:\n" + _diag_lines(diagnostics, text),
-             "Fix every error and answer with the complete corrected file."]
+             "Diagnostics from the CAKE language server:\n"
+             + diagnostics_text(diagnostics, text)]
+    if hovers:
+        parts.append("The primitives on those lines (the editor's hover text):\n"
+                     + "\n".join(f"- {h}" for h in hovers.values()))
+    parts.append("Fix every error and answer with the complete corrected file.")
     mem = memory_text(memory)
     if mem:
         parts.append(mem)

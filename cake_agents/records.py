@@ -33,6 +33,10 @@ class Candidate(TypedDict, total=False):
     origin: str
     """Who wrote it: "seed", "coder" or "repairer"."""
     rationale: str
+    intent: str
+    """A model candidate: what the model said it meant to change."""
+    steps: list[str]
+    """A chain candidate: the rationale of each step, in order."""
     uri: str
     """Where the checker opened it on the language server."""
     diagnostics: list[Json]
@@ -40,7 +44,13 @@ class Candidate(TypedDict, total=False):
     errors: int
     """How many of the findings are errors."""
     quick_fixes: list[Json]
-    """Safe fixes the server offers, applied by the repairer first."""
+    """The quick fixes the server offers for the errors: {diag, title, preferred, edits}."""
+    safe_fixes: list[list[Any]]
+    """The edits of the server's `source.fixAll` action (every safe fix), applied by the
+    repairer before anything else."""
+    hovers: dict[str, str]
+    """With a model: the hover text of the primitives on the failing lines (for the
+    repair prompt)."""
     repairable: bool
     """Whether the repairer may still fix it (errors left, rounds left)."""
     repairs: int
@@ -85,6 +95,8 @@ class PopulationEntry(TypedDict, total=False):
     move_class: str
     origin: str
     rationale: str
+    intent: str
+    steps: list[str]
     fixes: list[str]
     step: int
     """The generation that evaluated it."""

@@ -3,7 +3,9 @@
 Inline CSS and inline SVG charts, no scripts and no external assets, so the file opens
 in any browser, offline, and can be attached to an issue.  Charts: search progress over
 time (every evaluation, and the best predicted speedup so far), the best kernel's
-predicted (and, with a GPU, measured) speedup per shape, and failures by gate.
+predicted (and, with a GPU, measured) speedup per shape, and failures by gate.  Every kept
+candidate is listed with its rationale, a chain's steps or a model's stated intent, and its
+diffs against its parent and the seed (`observe.py`), in closed `<details>` blocks.
 
 The page is a Jinja2 template (templates/report.html.j2, shipped as package data) rather
 than f-strings: the markup reads as markup, and escaping is the engine's default
@@ -25,6 +27,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from cake_agents.observe import kept
 from cake_agents.redact import scrub
 from cake_agents.store import RunsStore
 
@@ -42,8 +45,18 @@ def _scrubbed(value: object) -> object:
 def _template() -> jinja2.Template:
     env = jinja2.Environment(loader=jinja2.PackageLoader("cake_agents", "templates"),
                              autoescape=True, finalize=_scrubbed, keep_trailing_newline=True)
-    env.globals.update(W=W, H=H, PAD=PAD, COLORS=COLORS)
+    env.globals.update(W=W, H=H, PAD=PAD, COLORS=COLORS, diff_lines=diff_lines)
     return env.get_template("report.html.j2")
+
+
+def diff_lines(diff: str) -> list[tuple[str, str]]:
+    """A unified diff's lines with the class that colours them."""
+    out = []
+    for line in diff.splitlines():
+        cls = ("hunk" if line.startswith("@@") else "" if line.startswith(("+++", "---"))
+               else "add" if line.startswith("+") else "del" if line.startswith("-") else "")
+        out.append((cls, line))
+    return out
 
 
 def _scale(v: float, lo: float, hi: float, a: float, b: float) -> float:
@@ -182,7 +195,7 @@ def render_report(store: RunsStore, run_id: str) -> str:
         signatures=sig_rows, gates_note=", ".join(f"{g} ({n} candidates)"
                                                   for g, n in skipped.items()),
         best=best, lineage=_lineage(store, run_id, best), best_text=best_text,
-        dispatch=dispatch, usage_rows=usage_rows)
+        dispatch=dispatch, usage_rows=usage_rows, kept=kept(store, run_id))
 
 
 def write_report(store: RunsStore, run_id: str, path: Path) -> Path:

@@ -144,6 +144,8 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
                 f"--budget-usd needs the price of {model.name}, which litellm does not "
                 "know; give it with --price-per-mtok IN,OUT (dollars per million input and "
                 "output tokens, e.g. --price-per-mtok 0.15,0.60)")
+        if config.arm == "cuda":
+            info, config = _cuda_arm(info, config, model)
         if not resume:
             store.create_run(run_id, task=info.name, mode=config.mode, model=config.model,
                              seed_rng=config.seed_rng, config=config.to_json())
@@ -242,6 +244,29 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
         if saver_conn is not None:
             saver_conn.close()
         store.close()
+
+
+def _cuda_arm(info: Any, config: EvolveConfig, model: ModelClient | None
+              ) -> tuple[Any, EvolveConfig]:
+    """The `cuda` arm's task (the seed lowered to CUDA) and gates (`cuda_arm.py`)."""
+    from dataclasses import replace
+
+    from cake_agents import cuda_arm
+
+    if not config.model and model is None:
+        raise SetupError("the cuda arm has no offline policy: a model writes its CUDA "
+                         "(give --model)")
+    here = cuda_arm.availability()
+    if not here.compile:
+        raise SetupError(here.message)
+    try:
+        info = cuda_arm.seed_cuda(info)
+    except ValueError as exc:
+        raise SetupError(str(exc)) from exc
+    # an answer must hold the whole .cu (the lowered seed is some 40 kB): the room for it
+    # is charged to the same token budget as the cake arm's
+    return info, replace(config, gates=cuda_arm.GATES,
+                         max_tokens=max(config.max_tokens, len(info.seed_text) // 2))
 
 
 def _summary(run_id: str, root: Path, store: RunsStore, final: dict[str, Any],

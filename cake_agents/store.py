@@ -33,9 +33,10 @@ from cake_agents.redact import scrub, scrub_obj
 from cake_agents.signature import FailureSignature
 
 STORE_NAME = "runs.sqlite"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """2: failures keyed by an ordinal too (equal failures of one step are kept apart).
-3: runs record their owner process (owner_host, owner_pid, owner_token)."""
+3: runs record their owner process (owner_host, owner_pid, owner_token).
+4: candidates keep their rationale, the model's stated intent and a chain's steps."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -45,7 +46,8 @@ CREATE TABLE IF NOT EXISTS runs (
     owner_host TEXT, owner_pid INTEGER, owner_token TEXT);
 CREATE TABLE IF NOT EXISTS candidates (
     run_id TEXT, hash TEXT, parent TEXT, tactic TEXT, params TEXT, origin TEXT,
-    step INTEGER, text TEXT, created REAL, PRIMARY KEY (run_id, hash));
+    step INTEGER, text TEXT, created REAL, rationale TEXT, intent TEXT, steps TEXT,
+    PRIMARY KEY (run_id, hash));
 CREATE TABLE IF NOT EXISTS proposals (
     run_id TEXT, step INTEGER, idx INTEGER, hash TEXT, origin TEXT,
     PRIMARY KEY (run_id, step, idx));
@@ -110,6 +112,10 @@ class RunsStore:
         if cols and "owner_pid" not in cols:
             for col in ("owner_host TEXT", "owner_pid INTEGER", "owner_token TEXT"):
                 self._conn.execute(f"ALTER TABLE runs ADD COLUMN {col}")
+        cols = [r[1] for r in self._conn.execute("PRAGMA table_info(candidates)").fetchall()]
+        if cols and "intent" not in cols:  # older runs read back with these empty
+            for col in ("rationale TEXT", "intent TEXT", "steps TEXT"):
+                self._conn.execute(f"ALTER TABLE candidates ADD COLUMN {col}")
 
     def close(self) -> None:
         with self._lock:
@@ -186,11 +192,17 @@ class RunsStore:
     # -- candidates ------------------------------------------------------------------------
     def add_candidate(self, run_id: str, hash_: str, *, parent: str | None, tactic: str,
                       params: dict[str, Any], origin: str, step: int, text: str,
-                      idx: int = 0) -> None:
+                      idx: int = 0, rationale: str = "", intent: str = "",
+                      steps: list[dict[str, Any]] | None = None) -> None:
+        """`intent`: what a model said it meant to change; `steps`: a chain's steps, each
+        {tactic, params, rationale, text} (the kernel after that step)."""
         with self._tx() as c:
-            c.execute("INSERT OR IGNORE INTO candidates VALUES (?,?,?,?,?,?,?,?,?)",
+            c.execute("INSERT OR IGNORE INTO candidates (run_id, hash, parent, tactic, params, "
+                      "origin, step, text, created, rationale, intent, steps) "
+                      "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                       (run_id, hash_, parent or "", tactic, json.dumps(scrub_obj(params)),
-                       origin, step, scrub(text), time.time()))
+                       origin, step, scrub(text), time.time(), scrub(rationale),
+                       scrub(intent), json.dumps(scrub_obj(steps or []))))
             c.execute("INSERT OR REPLACE INTO proposals VALUES (?,?,?,?,?)",
                       (run_id, step, idx, hash_, origin))
 
@@ -200,7 +212,34 @@ class RunsStore:
         if not rows:
             return None
         rows[0]["params"] = json.loads(rows[0]["params"] or "{}")
+        rows[0]["steps"] = json.loads(rows[0]["steps"] or "[]")
+        rows[0]["rationale"] = rows[0]["rationale"] or ""
+        rows[0]["intent"] = rows[0]["intent"] or ""
         return rows[0]
+
+    def find_candidate(self, run_id: str, ref: str) -> str:
+        """The hash of the candidate `ref` names in the run: a hash, a unique prefix of one,
+        `seed` or `best`."""
+        if ref in ("seed", "best"):
+            if ref == "best":
+                row = self.run(run_id)
+                h = ((row or {}).get("summary") or {}).get("best_hash") or ""
+                if not h:
+                    raise StoreError(f"run {run_id} has no best kernel (yet)")
+                return str(h)
+            rows = self._rows("SELECT hash FROM candidates WHERE run_id=? AND origin='seed' "
+                              "ORDER BY step LIMIT 1", (run_id,))
+            if not rows:
+                raise StoreError(f"run {run_id} has no seed kernel stored")
+            return str(rows[0]["hash"])
+        rows = self._rows("SELECT hash FROM candidates WHERE run_id=? AND hash LIKE ?",
+                          (run_id, ref.replace("%", "").replace("_", "") + "%"))
+        hashes = [r["hash"] for r in rows]
+        if not hashes:
+            raise StoreError(f"run {run_id} has no candidate {ref!r}")
+        if len(hashes) > 1 and ref not in hashes:
+            raise StoreError(f"{ref!r} names {len(hashes)} candidates of run {run_id}")
+        return ref if ref in hashes else str(hashes[0])
 
     def candidate_text(self, run_id: str, hash_: str) -> str | None:
         row = self.candidate(run_id, hash_)

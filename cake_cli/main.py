@@ -105,6 +105,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "lower": "cake_cli.commands.lower:lower",
     "compile": "cake_cli.commands.compile:compile_cmd",
     "evolve": "cake_cli.commands.evolve:evolve",
+    "experiment": "cake_cli.commands.experiment:experiment",
     "runs": "cake_cli.commands.runs:runs",
     "failures": "cake_cli.commands.failures:failures",
     "promote": "cake_cli.commands.promote:promote",

@@ -4,18 +4,29 @@ Offline it applies the planner's tactic moves to their parents (a tactic that de
 a recorded failure).  With a model it asks for a full kernel in a ```python block; an
 answer without a usable block (none, cut off, empty, garbage) is a recorded failure and
 the request is repeated with a note saying what was wrong, within the retry and budget
-limits.  Every candidate's text goes to the runs store before the node returns.
+limits.  Every candidate's text goes to the runs store before the node returns, with what
+a reader needs to follow it: a chain's steps (each with the kernel after it), a model's
+stated intent.
+
+The model's prompt carries what the editor shows for the parent (`editor_view.py`), read
+from the same language server the checker talks to; when the server is not available,
+the prompt goes without it.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from cake_agents import cuda_arm
 from cake_agents.context import AgentContext
-from cake_agents.extract import MalformedOutput, extract_kernel
+from cake_agents.editor_view import parent_view, render
+from cake_agents.extract import MalformedOutput, extract_kernel, intent_of
+from cake_agents.lsp_client import LspError
 from cake_agents.nodes.common import Node, failure, merge_usage, new_candidate, spent, usage_delta
-from cake_agents.prompts import RETRY_NOTES, coder_messages
+from cake_agents.prompts import RETRY_NOTES, coder_messages, memory_text
 from cake_agents.records import Candidate, Json, Plan
 from cake_agents.state import EvolveState, StateUpdate
-from cake_agents.tactic_lab import Move
+from cake_agents.tactic_lab import CHAIN, Move, TacticLab
 
 
 def make_coder(ctx: AgentContext) -> Node:
@@ -52,11 +63,40 @@ def _tactics(ctx: AgentContext, state: EvolveState, plan: Plan) -> StateUpdate:
                                     ordinal=i))
             continue
         text, why = applied
+        steps = _chain_steps(lab, parent_text or "", move) if move.tactic == CHAIN else None
         batch.append(new_candidate(ctx, step=state.step, idx=i, text=text, parent=m["parent"],
                                    tactic=m["tactic"], params=m["params"], origin="coder",
-                                   rationale=why, move=m["move"], move_class=m["move_class"]))
+                                   rationale=why, move=m["move"], move_class=m["move_class"],
+                                   steps=steps))
     return {"batch": batch, "pending_failures": failures, "proposed": state.proposed +
             len(batch)}
+
+
+def _chain_steps(lab: TacticLab, text: str, chain: Move) -> list[dict[str, Any]] | None:
+    """A chain's steps, each with its rationale and the kernel it leaves (the lab caches
+    every application, so this costs what building the chain did)."""
+    out: list[dict[str, Any]] = []
+    for step in chain.steps:
+        got = lab.apply(text, step)
+        if got is None:
+            return None
+        text, why = got
+        out.append({"tactic": step.tactic, "params": step.params, "rationale": why,
+                    "text": text})
+    return out
+
+
+def editor_text(ctx: AgentContext, hash_: str, text: str) -> str:
+    """What the editor shows for a kernel, rendered for a prompt ("" without a server)."""
+    if ctx.lsp is None:
+        return ""
+    try:
+        view = parent_view(ctx.lsp, ctx.lsp.uri_for(f"{ctx.run_id}-parent-{hash_[:12]}"),
+                           text)
+    except LspError as exc:
+        ctx.emit("warning", message=f"no editor view for the prompt: {exc}")
+        return ""
+    return render(view, text)
 
 
 def _model(ctx: AgentContext, state: EvolveState, plan: Plan) -> StateUpdate:
@@ -72,13 +112,21 @@ def _model(ctx: AgentContext, state: EvolveState, plan: Plan) -> StateUpdate:
     attempt = 0
     note = ""
     tries = ctx.config.model_retries + 1
+    cuda = ctx.config.arm == "cuda"  # the controlled experiment's other arm (cuda_arm.py)
+    editor = "" if cuda else editor_text(ctx, parent, parent_text)
+    extract = cuda_arm.extract_cuda if cuda else extract_kernel
     for idx in range(int(plan.get("n", 1))):
         for _ in range(tries):
-            messages = coder_messages(
+            messages = cuda_arm.messages(
+                task_name=ctx.info.name, description=ctx.info.task.description,
+                shapes=shapes, arch=ctx.info.arch, parent_text=parent_text,
+                memory_text=memory_text(state.memory), retry_note=note) if cuda else \
+                coder_messages(
                 task_name=ctx.info.name, description=ctx.info.task.description,
                 shapes=shapes, parent_text=parent_text,
                 bottleneck=plan.get("bottleneck", ""), hot_lines=entry.get("hot_lines", []),
-                hints=plan.get("hints", []), memory=state.memory, retry_note=note)
+                hints=plan.get("hints", []), memory=state.memory, retry_note=note,
+                editor=editor)
             outcome = ctx.caller.call(messages, node="coder", step=state.step,
                                       first_attempt=attempt,
                                       spent=spent(ctx, merge_usage(state.usage, usage),
@@ -94,18 +142,20 @@ def _model(ctx: AgentContext, state: EvolveState, plan: Plan) -> StateUpdate:
                     done["done"], done["stop_reason"] = True, outcome.stopped
                 return done
             try:
-                got = extract_kernel(outcome.reply.text, outcome.reply.finish_reason)
+                got = extract(outcome.reply.text, outcome.reply.finish_reason)
             except MalformedOutput as exc:
                 ctx.caller.judge(False, exc.reason)
                 failures.append(failure(ctx, step=state.step, hash_=parent, gate="model",
                                         code=f"E-{exc.reason.upper()}", message=exc.detail,
                                         ordinal=outcome.reply.attempt))
-                note = RETRY_NOTES.get(exc.reason, RETRY_NOTES["no-code-block"])
+                note = cuda_arm.RETRY_NOTE if cuda else \
+                    RETRY_NOTES.get(exc.reason, RETRY_NOTES["no-code-block"])
                 continue
             ctx.caller.judge(True)
             cand = new_candidate(ctx, step=state.step, idx=idx, text=got.text, parent=parent,
                                  tactic="model", params={"model": ctx.caller.client.name},
-                                 origin="coder", rationale=plan.get("reason", ""))
+                                 origin="coder", rationale=plan.get("reason", ""),
+                                 intent=intent_of(outcome.reply.text))
             ctx.store.set_usage_hash(ctx.run_id, state.step, "coder",
                                      outcome.reply.attempt, cand["hash"])
             batch.append(cand)

@@ -59,16 +59,26 @@ def merge_usage(a: dict[str, dict[str, float]], b: dict[str, dict[str, float]]
 def new_candidate(ctx: AgentContext, *, step: int, idx: int, text: str, parent: str | None,
                   tactic: str, params: dict[str, Any], origin: str, rationale: str = "",
                   move: str = "", move_class: str = "", repairs: int = 0,
-                  uri: str | None = None) -> Candidate:
+                  uri: str | None = None, intent: str = "",
+                  steps: list[dict[str, Any]] | None = None) -> Candidate:
+    """`steps` (a chain's, with the kernel after each) go to the store only; the state
+    keeps their rationales, which the progress lines show one per line."""
     from cake_agents.context import content_hash
 
     h = content_hash(text)
     ctx.store.add_candidate(ctx.run_id, h, parent=parent, tactic=tactic, params=params,
-                            origin=origin, step=step, text=text, idx=idx + 100 * repairs)
-    return {"hash": h, "parent": parent, "text": text, "tactic": tactic, "params": params,
-            "origin": origin, "rationale": rationale, "move": move, "move_class": move_class,
-            "repairs": repairs, "uri": uri or _uri(ctx, step, idx), "diagnostics": [],
-            "errors": 0, "quick_fixes": [], "repairable": False, "fixes": []}
+                            origin=origin, step=step, text=text, idx=idx + 100 * repairs,
+                            rationale=rationale, intent=intent, steps=steps)
+    cand: Candidate = {
+        "hash": h, "parent": parent, "text": text, "tactic": tactic, "params": params,
+        "origin": origin, "rationale": rationale, "move": move, "move_class": move_class,
+        "repairs": repairs, "uri": uri or _uri(ctx, step, idx), "diagnostics": [],
+        "errors": 0, "quick_fixes": [], "repairable": False, "fixes": []}
+    if intent:
+        cand["intent"] = intent
+    if steps:
+        cand["steps"] = [str(s.get("rationale", "")) for s in steps]
+    return cand
 
 
 def _uri(ctx: AgentContext, step: int, idx: int) -> str:

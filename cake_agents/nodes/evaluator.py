@@ -114,6 +114,8 @@ def _entry(ctx: AgentContext, state: EvolveState, cand: Candidate,
     times = dict(res.get("times", {})) if res else {}
     floors = ctx.info.floors
     base = ctx.info.baseline
+    if ctx.config.arm == "cuda":  # measured times, over the task's library baseline
+        base = dict((res or {}).get("measured_baseline", {}))
     passed = status == "pass"
     bucket_scores = {}
     if passed:
@@ -127,6 +129,7 @@ def _entry(ctx: AgentContext, state: EvolveState, cand: Candidate,
     return {"hash": cand["hash"], "parent": cand.get("parent"), "tactic": cand["tactic"],
             "move": cand.get("move", ""), "move_class": cand.get("move_class", ""),
             "origin": cand.get("origin", ""), "rationale": cand.get("rationale", ""),
+            "intent": cand.get("intent", ""), "steps": cand.get("steps", []),
             "fixes": cand.get("fixes", []), "step": state.step, "seq": seq,
             "status": status, "failed_gate": failed_gate,
             "score": score(times, base, floors, ctx.info.shapes) if passed else None,

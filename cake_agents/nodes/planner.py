@@ -79,7 +79,7 @@ def make_planner(ctx: AgentContext) -> Node:
         if ctx.caller is not None:
             parent = best_parent(state, bucket, ctx.info.seed_hash)
             hints: list[dict[str, Any]] = []
-            if isinstance(ctx.policy, EvolvePolicy):
+            if isinstance(ctx.policy, EvolvePolicy) and ctx.config.arm == "cake":
                 hints = ctx.policy.suggestions(ctx, state, parent, bucket)
             entry = state.population.get(parent, {})
             plan: Plan = {"kind": "model", "parent": parent, "bucket": bucket, "hints": hints,

@@ -1,11 +1,14 @@
-"""The repairer: fixes what the checker found, preferring the server's own quick fixes.
+"""The repairer: fixes what the checker found, preferring the server's own fixes.
 
-For each candidate with errors it first applies the language server's quick fixes (the
-preferred one per diagnostic, else the first; overlapping edits are left for the next
-round, where the server offers them again).  When the server has no fix and a model is
-configured, the model gets the kernel with its diagnostics and answers with a corrected
-file.  The repaired text is a new candidate (new hash, same parent) that goes back to the
-checker.
+For each candidate with errors it first applies the language server's safe fixes (its
+`source.fixAll` code action, the same edits as `cake check --fix`): a safe fix never
+needs a model call.  Then, with a model, the model gets the kernel with its diagnostics,
+the quick fixes the server offers for them (unsafe ones: a suggestion, not a certainty)
+and the hover text of the primitives on the failing lines, and answers with a corrected
+file.  Without a model, or when the model gives nothing usable, the server's quick fixes
+are applied (the preferred one per diagnostic, else the first; overlapping edits are left
+for the next round, where the server offers them again).  The repaired text is a new
+candidate (new hash, same parent) that goes back to the checker.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from cake_agents.context import AgentContext
-from cake_agents.extract import MalformedOutput, extract_kernel
+from cake_agents.extract import MalformedOutput, extract_kernel, intent_of
 from cake_agents.lsp_client import apply_lsp_edits
 from cake_agents.nodes.common import Node, failure, merge_usage, new_candidate, spent, usage_delta
 from cake_agents.prompts import RETRY_NOTES, repair_messages
@@ -53,17 +56,22 @@ def make_repairer(ctx: AgentContext) -> Node:
             if not cand.get("repairable"):
                 batch.append(cand)
                 continue
-            text, how = cand["text"], list[str]()
-            if cand.get("quick_fixes"):
-                text, titles = apply_quick_fixes(cand["text"], cand["quick_fixes"])
-                how = [f"quick fix: {t}" for t in titles]
-            elif ctx.caller is not None:
+            text, how, intent = cand["text"], list[str](), ""
+            if cand.get("safe_fixes"):
+                text = apply_lsp_edits(cand["text"], [tuple(e) for e in cand["safe_fixes"]])
+                titles = sorted({f["title"] for f in cand.get("quick_fixes", [])
+                                 if f["preferred"]})
+                how = [f"safe fix: {t}" for t in titles] or ["safe fixes (source.fixAll)"]
+            if text == cand["text"] and ctx.caller is not None:
                 new_text, used, fails, attempt, answered = _ask_model(ctx, state, cand, usage,
                                                                       attempt)
                 usage = used
                 failures.extend(fails)
                 if new_text is not None:
-                    text, how = new_text, ["model repair"]
+                    (text, intent), how = new_text, ["model repair"]
+            if text == cand["text"] and cand.get("quick_fixes"):
+                text, titles = apply_quick_fixes(cand["text"], cand["quick_fixes"])
+                how = [f"quick fix: {t}" for t in titles]
             if text == cand["text"]:
                 given_up: Candidate = {**cand, "repairable": False}
                 batch.append(given_up)
@@ -73,7 +81,7 @@ def make_repairer(ctx: AgentContext) -> Node:
                 tactic=cand["tactic"], params=cand["params"], origin="repairer",
                 rationale=cand.get("rationale", ""), move=cand.get("move", ""),
                 move_class=cand.get("move_class", ""), repairs=cand.get("repairs", 0) + 1,
-                uri=cand["uri"])
+                uri=cand["uri"], intent=intent or cand.get("intent", ""))
             fixed["fixes"] = [*cand.get("fixes", []), *how]
             fixed["repaired_from"] = cand["hash"]
             if how == ["model repair"]:
@@ -90,16 +98,21 @@ def make_repairer(ctx: AgentContext) -> Node:
 
 def _ask_model(ctx: AgentContext, state: EvolveState, cand: Candidate,
                usage: dict[str, dict[str, float]], attempt: int
-               ) -> tuple[str | None, dict[str, dict[str, float]], list[dict[str, Any]], int,
-                          int]:
-    """(fixed text or None, usage, failures, next attempt number, the answering attempt)"""
+               ) -> tuple[tuple[str, str] | None, dict[str, dict[str, float]],
+                          list[dict[str, Any]], int, int]:
+    """((fixed text, the model's stated intent) or None, usage, failures, next attempt
+    number, the answering attempt)"""
     assert ctx.caller is not None
     failures: list[dict[str, Any]] = []
     note = ""
-    errors = [d for d in cand["diagnostics"] if d["severity"] == "error"]
+    offered: dict[int, list[str]] = {}
+    for f in cand.get("quick_fixes", []):
+        offered.setdefault(int(f["diag"]), []).append(str(f["title"]))
+    errors = [{**d, "fixes": offered.get(i, [])} for i, d in enumerate(cand["diagnostics"])
+              if d["severity"] == "error"]
     for _ in range(ctx.config.model_retries + 1):
         messages = repair_messages(text=cand["text"], diagnostics=errors, memory=state.memory,
-                                   retry_note=note)
+                                   retry_note=note, hovers=cand.get("hovers"))
         outcome = ctx.caller.call(messages, node="repairer", step=state.step,
                                   first_attempt=attempt,
                                   spent=spent(ctx, merge_usage(state.usage, usage),
@@ -120,5 +133,6 @@ def _ask_model(ctx: AgentContext, state: EvolveState, cand: Candidate,
             note = RETRY_NOTES.get(exc.reason, RETRY_NOTES["no-code-block"])
             continue
         ctx.caller.judge(True)
-        return got.text, usage, failures, attempt, outcome.reply.attempt
+        return ((got.text, intent_of(outcome.reply.text)), usage, failures, attempt,
+                outcome.reply.attempt)
     return None, usage, failures, attempt, -1

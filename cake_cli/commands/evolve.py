@@ -9,7 +9,8 @@ not make progress (the seed fails its gates and nothing repaired it, or the mode
 kernel that checks), 2 usage problems (unknown task, unreadable seed, unknown run to
 resume, a dollar budget without a price), the model endpoint refused the key, or an
 internal error, 3 a bound stopped the run (calls, failures in a row, wall clock, store
-size, an unreachable endpoint): its status is then `stopped: <why>`.
+size, an unreachable endpoint): its status is then `stopped: <why>`, 130 interrupted
+(Ctrl-C; the command to resume the run is printed).
 """
 
 from __future__ import annotations
@@ -89,6 +90,9 @@ if TYPE_CHECKING:  # never imported at run time: the agents load only when the c
 @click.option("--max-store-mb", type=click.FloatRange(0, min_open=True), default=1024.0,
               show_default=True, help="What the run may write (checkpoints and its rows of "
                                       "the runs store); past it the run stops.")
+@click.option("--arm", type=click.Choice(["cake", "cuda"]), default="cake", show_default=True,
+              help="cake: the model writes CAKE IR; cuda: it writes CUDA C++ directly, "
+                   "gated by nvcc and (with a GPU) the GPU runner only. Needs --model.")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress; only the summary.")
 def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: str | None,
            budget_tokens: int | None, budget_usd: float | None, budget_evals: int | None,
@@ -96,7 +100,8 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
            executor: str, workers: int, gates: str, emulate: bool | None, api_base: str | None,
            price_per_mtok: str | None, stream: bool, max_repairs: int,
            max_calls_per_node: int, max_calls_per_generation: int, max_failures: int,
-           model_retries: int, max_minutes: float, max_store_mb: float, quiet: bool) -> None:
+           model_retries: int, max_minutes: float, max_store_mb: float, arm: str,
+           quiet: bool) -> None:
     """Evolve a kernel for TASK (a task name or a task file) under a budget.
 
     Agents (planner, coder, checker, repairer, evaluator, archivist, reflector) read the
@@ -106,6 +111,9 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
     """
     if task is None and resume is None:
         raise click.UsageError("give a TASK, or --resume RUN")
+    if arm == "cuda" and not model and resume is None:
+        raise click.UsageError("the cuda arm has no offline policy: a model writes its CUDA "
+                               "(give --model)")
     if mode == "reference" and not seed_kernel:
         raise click.UsageError("--mode reference needs --seed KERNEL")
     known = ("static", "sim", "cost", "ptxas", "emulate", "gpu")
@@ -139,8 +147,13 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
         price_per_mtok=price, stream=stream, max_repairs=max_repairs,
         max_calls_per_node=max_calls_per_node,
         max_calls_per_generation=max_calls_per_generation, max_failures=max_failures,
-        model_retries=model_retries, max_minutes=max_minutes, max_store_mb=max_store_mb)
-    if "emulate" in chosen_gates:
+        model_retries=model_retries, max_minutes=max_minutes, max_store_mb=max_store_mb,
+        arm=arm)
+    if arm == "cuda":
+        from cake_agents.cuda_arm import availability
+
+        click.echo(f"cake evolve: the cuda arm: {availability().message}", err=True)
+    elif "emulate" in chosen_gates:
         _note_emulate(config.emulate)
     progress = _Progress(config, quiet)
     try:
@@ -148,9 +161,21 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
                              on_start=progress.start)
     except SetupError as exc:
         raise click.UsageError(str(exc)) from exc
+    except KeyboardInterrupt:
+        # Ctrl-C: the run is checkpointed after every step; say how to pick it up again
+        flag = f" --run-dir {run_dir}" if str(run_dir) != "cake-runs" else ""
+        if progress.run_id:
+            click.echo(f"\ninterrupted; resume with: cake evolve --resume "
+                       f"{progress.run_id}{flag}", err=True)
+        else:
+            click.echo("\ninterrupted before the run was created", err=True)
+        sys.exit(130)
     _print_summary(summary, config)
-    if summary.exit_code:
-        sys.exit(summary.exit_code)
+    code = summary.exit_code
+    if code == 1 and config.arm == "cuda" and summary.best_hash == "":
+        code = 0  # without a GPU the cuda arm compiles only: nothing gets a score
+    if code:
+        sys.exit(code)
 
 
 def _price(text: str | None) -> tuple[float, float] | None:
@@ -182,6 +207,7 @@ class _Progress:
         from cake_agents.progress import LineProgress, NullProgress
 
         self.config = config
+        self.run_id = ""
         self.sink: ProgressSink
         if quiet:
             self.sink = NullProgress()
@@ -191,6 +217,7 @@ class _Progress:
             self.sink = _Deferred()
 
     def start(self, run_id: str) -> None:
+        self.run_id = run_id
         if isinstance(self.sink, _Deferred):
             from cake_agents.progress import RichProgress
 

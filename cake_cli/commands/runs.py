@@ -1,6 +1,8 @@
-"""`cake runs list | show RUN | best RUN | report RUN`: look at what `cake evolve` stored.
+"""`cake runs list | show RUN | best RUN | diff A B | report RUN`: what `cake evolve` stored.
 
-RUN is a run id, a unique prefix of one, or `latest`.  The runs store is
+RUN is a run id, a unique prefix of one, or `latest`.  A kernel of a run (for `diff` and
+`show --candidate`) is `RUN` (its best kernel), `RUN:best`, `RUN:seed` or `RUN:HASH` (a
+candidate's hash or a unique prefix of one).  The runs store is
 `<run-dir>/runs.sqlite` (default run dir: ./cake-runs).  Like `cake evolve`, these
 commands import `cake_agents` only when they run.
 """
@@ -77,13 +79,73 @@ def list_cmd(run_dir: str, as_json: bool) -> None:
                                     r["model"] or "offline"))
 
 
+def _kernel_ref(store: RunsStore, ref: str) -> tuple[str, str]:
+    """(run id, candidate hash) of `RUN`, `RUN:best`, `RUN:seed` or `RUN:HASH`."""
+    from cake_agents.store import StoreError
+
+    run_ref, _, cand = ref.partition(":")
+    run_id = _find(store, run_ref)
+    try:
+        return run_id, store.find_candidate(run_id, cand or "best")
+    except StoreError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+def _echo_candidate(view: dict[str, Any], *, diffs: bool, indent: str = "  ") -> None:
+    """A kept candidate: where it came from, why, a chain's steps and, with `diffs`, what
+    it changed against its parent and the seed (a chain: step by step)."""
+    if view.get("intent"):
+        click.echo(f"{indent}intent: {view['intent']}")
+    elif view.get("rationale") and not view["steps"]:
+        click.echo(f"{indent}why: {view['rationale']}")
+    for i, st in enumerate(view["steps"]):
+        click.echo(f"{indent}step {i + 1}: {st['tactic']} "
+                   f"{json.dumps(st['params'], sort_keys=True)}: {st['rationale']}")
+        if diffs and st["diff"]:
+            click.echo(_indented(st["diff"], indent + "  "))
+    if diffs:
+        for label, key in (("against its parent", "diff_parent"),
+                           ("against the seed", "diff_seed")):
+            if view[key]:
+                click.echo(f"{indent}diff {label}:")
+                click.echo(_indented(view[key], indent + "  "))
+
+
+def _indented(text: str, indent: str) -> str:
+    return "\n".join(indent + line for line in text.rstrip("\n").splitlines())
+
+
 @runs.command()
 @click.argument("run")
 @_RUN_DIR
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def show(run: str, run_dir: str, as_json: bool) -> None:
-    """Configuration, budget use, best kernel, winners and failure classes of RUN."""
+@click.option("--diffs", is_flag=True,
+              help="Show each kept candidate's diff against its parent and the seed.")
+@click.option("--candidate", "cand_ref", metavar="HASH",
+              help="Show one candidate (a hash, a unique prefix, `seed` or `best`) in full: "
+                   "origin, intent, chain steps and diffs.")
+def show(run: str, run_dir: str, as_json: bool, diffs: bool, cand_ref: str | None) -> None:
+    """Configuration, budget use, best kernel, winners, kept candidates and failure classes
+    of RUN.
+
+    Each kept candidate (one that passed its gates) is listed with its score, its origin,
+    the model's stated intent or the tactic's rationale, and a chain's steps one per line;
+    --diffs adds what it changed against its parent and against the seed.
+    """
+    from cake_agents.observe import candidate_view, kept
+
     store = open_runs_store(run_dir, "--run-dir")
+    if cand_ref is not None:
+        run_id, h = _kernel_ref(store, f"{run}:{cand_ref}")
+        view = candidate_view(store, run_id, h)
+        if as_json:
+            click.echo(json.dumps(view, indent=2))
+            return
+        click.echo(f"candidate {h} of run {run_id}")
+        click.echo(f"  {view['origin']} ({view['tactic']}), generation {view['step']}, "
+                   f"parent {(view['parent'] or '-')[:10]}")
+        _echo_candidate(view, diffs=True)
+        return
     run_id = _find(store, run)
     r = store.run(run_id)
     assert r is not None
@@ -93,9 +155,11 @@ def show(run: str, run_dir: str, as_json: bool) -> None:
     for f in failures:
         key = (f["gate"], f["code"], f["construct"] or f["norm_message"])
         by_sig[key] = by_sig.get(key, 0) + 1
+    kept_views = kept(store, run_id)
     if as_json:
         click.echo(json.dumps({"run": {k: r[k] for k in r if k != "config"},
                                "config": r["config"],
+                               "kept": kept_views,
                                "failures": [{"gate": g, "code": c, "signature": x, "count": n}
                                             for (g, c, x), n in by_sig.items()]}, indent=2))
         return
@@ -116,6 +180,13 @@ def show(run: str, run_dir: str, as_json: bool) -> None:
                f"{(s.get('best_hash') or '-')[:10]}")
     for bucket, h in (s.get("winners") or {}).items():
         click.echo(f"  bucket {bucket}: {h[:10]}")
+    if kept_views:
+        click.echo("kept candidates (evaluation, score, hash, origin, parent):")
+        for v in kept_views:
+            click.echo(f"  #{v['seq']:<3} {_speedup(v['score']):>8}  {v['hash'][:10]}  "
+                       f"{v['origin']:<8} {v['tactic']:<18} parent "
+                       f"{(v['parent'] or '-')[:10]}")
+            _echo_candidate(v, diffs=diffs, indent="         ")
     if by_sig:
         click.echo("failures (count, gate, code, construct or message):")
         for (g, c, x), n in sorted(by_sig.items(), key=lambda kv: -kv[1])[:12]:
@@ -144,6 +215,28 @@ def best(run: str, run_dir: str, bucket: str | None, output: str | None) -> None
         click.echo(f"wrote {output}")
     else:
         sys.stdout.write(text)
+
+
+@runs.command()
+@click.argument("a")
+@click.argument("b")
+@_RUN_DIR
+@click.option("--context", "-U", type=click.IntRange(0), default=3, show_default=True,
+              help="Lines of context around each change.")
+def diff(a: str, b: str, run_dir: str, context: int) -> None:
+    """A unified diff from kernel A to kernel B.
+
+    Each is `RUN` (the run's best kernel), `RUN:best`, `RUN:seed` or `RUN:HASH` (a
+    candidate, by hash or unique prefix); RUN is an id, a unique prefix or `latest`.
+    Two runs' bests: `cake runs diff RUN1 RUN2`; what a run changed:
+    `cake runs diff latest:seed latest`.  Prints nothing when the kernels are equal.
+    """
+    from cake_agents.observe import unified
+
+    store = open_runs_store(run_dir, "--run-dir")
+    (ra, ha), (rb, hb) = _kernel_ref(store, a), _kernel_ref(store, b)
+    ta, tb = store.candidate_text(ra, ha) or "", store.candidate_text(rb, hb) or ""
+    sys.stdout.write(unified(ta, tb, f"{ra}:{ha[:10]}", f"{rb}:{hb[:10]}", context))
 
 
 @runs.command()

@@ -108,6 +108,9 @@ class BenchOptions:
     """`timeout` for an emulated launch (backend emulate)."""
     emulate_seed: int = 0
     """The scheduler seed of the first emulated launch (each next launch: one more)."""
+    cu: str | None = None
+    """Run this CUDA translation unit instead of the kernel's lowering (with the kernel's
+    launch metadata): the agents' `cuda` arm, where a model edits the .cu directly."""
     emulate_order: str = "both"
     """When emulated asynchronous operations complete: `lazy`, `eager`, or `both` (the first
     launch on each input set lazily, the second eagerly; `cake_core.run.emulated`)."""
@@ -198,6 +201,8 @@ def _prepare(path: Path, kernel_name: str | None, task: Task, opts: BenchOptions
         if why is not None:
             raise BenchSetupError(why)
     cu, meta = _lower(src, kernel)
+    if opts.cu is not None:
+        cu = opts.cu
     try:
         if emulate:
             spec = emulated_spec(cu, meta, kernel.name, seed=opts.emulate_seed,

@@ -16,7 +16,9 @@ TYPO = GEMM.replace("wgmma_wait(0)", "wgmma_wiat(0)", 1)
 #: A kernel with an error the server has no fix for (CK103: a missing argument).
 MISSING_BAR = GEMM.replace("tma_load(sa[s], A.tile((BM, BK), (block.x, k)), ab)",
                            "tma_load(sa[s], A.tile((BM, BK), (block.x, k)))", 1)
-assert TYPO != GEMM and MISSING_BAR != GEMM
+#: A kernel whose errors (CK105: wgmma's `b` not transposed) the server fixes safely.
+NO_TRANSPOSE = GEMM.replace("wgmma(acc, sa[s], sb[s].T)", "wgmma(acc, sa[s], sb[s])")
+assert TYPO != GEMM and MISSING_BAR != GEMM and NO_TRANSPOSE != GEMM
 
 
 def fenced(text: str, prose: str = "Here is the kernel.") -> str:

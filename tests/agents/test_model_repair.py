@@ -1,7 +1,8 @@
 """A scripted model writes kernels; the language server finds what is wrong; it is fixed.
 
-Two ways out of a diagnostic: the server's own quick fix (code action), or, when the
-server has none, the model's second answer given the diagnostics.  Either way the fixed
+Ways out of a diagnostic: the server's safe fixes (applied without a model call, see
+test_editor_view.py), the model's answer given the diagnostics and the fixes offered, or,
+when that changes nothing, the server's own (unsafe) quick fix.  Either way the fixed
 kernel must pass the simulator against the task's reference.
 """
 
@@ -21,6 +22,8 @@ def _result(s: Any, run_id: str, hash_: str) -> dict[str, Any]:
 
 
 def test_quick_fix_from_the_server_repairs_the_model_kernel(run_dir: Path, lsp: Any) -> None:
+    # the model answers the repair request with the same broken kernel: the server's
+    # quick fix (not a safe one, so offered to the model first) is applied then
     model = ScriptedModel([fenced(TYPO)])
     summary = run(run_dir, lsp, client=model, budget_evals=2, batch=1, patience=1)
     s = store(run_dir)
@@ -37,6 +40,7 @@ def test_quick_fix_from_the_server_repairs_the_model_kernel(run_dir: Path, lsp: 
     assert gates["sim"]["status"] == "pass"
     usage = s.usage(summary.run_id)
     assert usage and usage[0]["node"] == "coder" and usage[0]["tokens_out"] > 0
+    assert [u["node"] for u in usage] == ["coder", "repairer"]
     failures = s.failures(summary.run_id)
     assert any(f["gate"] == "check" and f["code"] == "CK102" for f in failures)
 
