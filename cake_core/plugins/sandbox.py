@@ -14,7 +14,9 @@ per CAKE process (`cake check`, the language server), started on first use:
   then kills the worker's process group and starts a fresh one for the next rule.
 
 The worker receives the source text, builds the program itself (with every installed
-plugin's primitives, as the parent does) and returns the rule's diagnostics.  CAKE's own
+plugin's primitives, as the parent does) and returns the rule's diagnostics.  Both ways
+the messages are JSON (the diagnostics in CAKE's JSON report format), never pickle: the
+worker runs third-party code, and what it sends must not be able to run code here.  CAKE's own
 rules and the first-party plugins (entry points of CAKE's own distribution) run in
 process: they are trusted, and the round trip would cost every check.  Set
 `CAKE_PLUGIN_ISOLATION=0` to run every rule in process.
@@ -24,8 +26,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
-import pickle
 import select
 import signal
 import struct
@@ -37,6 +39,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from cake_core.diagnostics.json_format import DiagnosticsFormatError, from_json_obj, to_json_obj
 from cake_core.diagnostics.model import Diagnostic
 
 MEMORY_ENV = "CAKE_PLUGIN_MEMORY_MB"
@@ -81,7 +84,7 @@ class IsolatedCheck:
 
 # --- framing -----------------------------------------------------------------------------------
 def _send(fd: Any, obj: object) -> None:
-    data = pickle.dumps(obj)
+    data = json.dumps(obj).encode()
     fd.write(struct.pack("<Q", len(data)) + data)
     fd.flush()
 
@@ -99,7 +102,7 @@ def _recv_exact(fd: Any, n: int) -> bytes:
 
 def _recv(fd: Any) -> Any:
     (n,) = struct.unpack("<Q", _recv_exact(fd, 8))
-    return pickle.loads(_recv_exact(fd, n))  # our own worker's replies
+    return json.loads(_recv_exact(fd, n))
 
 
 # --- the parent's side -------------------------------------------------------------------------
@@ -165,12 +168,15 @@ class _Worker:
                         raise EOFError
                 status, payload = _recv(proc.stdout)
                 self._answered = True
-            except (EOFError, BrokenPipeError, OSError, pickle.UnpicklingError):
+            except (EOFError, BrokenPipeError, OSError, ValueError):
                 code = proc.poll()
                 self._kill()
                 return [], f"stopped its isolated worker (exit status {code})"
             if status == "ok":
-                return list(payload), None
+                try:
+                    return from_json_obj(payload), None
+                except DiagnosticsFormatError as exc:
+                    return [], f"answered with malformed findings ({exc})"
             return [], str(payload)
 
     def close(self) -> None:
@@ -260,7 +266,7 @@ def _serve(budget_mb: int) -> None:  # pragma: no cover - runs in the worker pro
         findings = [d if d.source != "cake" else replace(d, source=plugin.name)
                     for d in findings]
         try:
-            _send(stdout, ("ok", findings) if reason is None else ("fail", reason))
+            _send(stdout, ("ok", to_json_obj(findings)) if reason is None else ("fail", reason))
         except MemoryError:
             _send(stdout, ("fail", f"exceeded its memory limit ({budget_mb} MiB)"))
 
