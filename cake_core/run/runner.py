@@ -46,7 +46,7 @@ from cake_core.run.results import (
     Workload,
 )
 from cake_core.run.roofline import device_gpu, gpu_for_device, workload
-from cake_core.run.tensors import specs_from_kernel, specs_from_meta
+from cake_core.run.tensors import RunSetupError, specs_from_kernel, specs_from_meta
 from cake_core.source import SourceFile, display_path
 from cake_core.tasks import KernelEntry, Shape, Task
 
@@ -271,7 +271,11 @@ def bench(path: str | Path, kernel_name: str | None, task: Task,
         task.shapes_for(cand.entry, sim=emulate))
     items = []
     for i, s in enumerate(shapes):
-        wl = workload(task, cand.kernel, cand.specs, s.dims, gpu)
+        try:
+            wl = workload(task, cand.kernel, cand.specs, s.dims, gpu)
+        except RunSetupError as exc:  # a shape the kernel cannot take: before any launch
+            given = ",".join(f"{k}={v}" for k, v in s.dims.items())
+            raise BenchSetupError(f"shape {given}: {exc}") from exc
         item = {"index": i, "dims": dict(s.dims), "label": s.label, "workload": wl.to_json()}
         if opts.big_shape_bytes is not None and wl.bytes > opts.big_shape_bytes:
             item["seeds"] = list(opts.seeds[:1])

@@ -75,3 +75,14 @@ def test_bench_reports_a_wrong_kernel_with_exit_1() -> None:
                                   "M=64,N=48,K=32"])
     assert r.exit_code == 1, r.output
     assert "CK702" in r.output and "0/1 shapes correct" in r.output
+
+
+def test_a_shape_without_a_kernel_dim_is_a_usage_error_before_any_launch() -> None:
+    """Found by bench/fuzz_long.py: `--emulate` with dims the kernel does not use printed
+    "internal error: RunSetupError" (the workload was priced before any check)."""
+    kmeans = Path(__file__).resolve().parents[2] / "examples" / "kmeans_assign_sm90.cake"
+    r = CliRunner().invoke(main, ["run", "--emulate", "--task", "gemm_f16_sm80",
+                                  "--dims", "M=64,N=64,K=64", str(kmeans)])
+    assert r.exit_code == 2, r.output
+    assert "shape M=64,N=64,K=64: the shape gives no value for dim B" in r.output
+    assert "internal error" not in r.output and "Traceback" not in r.output
