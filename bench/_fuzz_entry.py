@@ -42,6 +42,9 @@ ROOT = Path(__file__).resolve().parent.parent
 BOUND_S = 20.0
 """Per case.  Every pathological input of tests/test_entry_fuzz.py answers in under
 2.2 s on a quiet machine; the rest is room for a machine busy with other work."""
+EMULATE_BOUND_S = 90.0
+"""`run --emulate` compiles the lowered CUDA with the host C++ compiler first (5-10 s
+quiet); its bound leaves room for that."""
 MEM_BOUND_MB = 6144
 """Address space of a CLI worker (virtual, so above its RSS: thread stacks and the
 imported libraries reserve more than they touch)."""
@@ -189,12 +192,13 @@ class CliWorker:
         except BrokenPipeError:
             self.stop()
             return Verdict("crash", "the worker died before the case", 0.0, 0.0)
-        ready, _, _ = select.select([proc.stdout], [], [], BOUND_S + 30.0)  # + import time
+        bound = EMULATE_BOUND_S if command == "emulate" else BOUND_S
+        ready, _, _ = select.select([proc.stdout], [], [], bound + 30.0)  # + import time
         took = (time.perf_counter() - start) * 1e3
         if not ready:
             peak = rss_mb(proc.pid, "VmHWM")
             self.stop()
-            return Verdict("hang", f"no answer within {BOUND_S:.0f} s", took, peak)
+            return Verdict("hang", f"no answer within {bound:.0f} s", took, peak)
         raw = proc.stdout.readline()
         if not raw:
             code = proc.wait()
@@ -204,7 +208,7 @@ class CliWorker:
         answer = json.loads(raw)
         ms = float(answer["ms"])
         failure = judge(answer)
-        if failure is None and ms > BOUND_S * 1e3:
+        if failure is None and ms > bound * 1e3:
             failure = "hang"
         return Verdict(failure, str(answer.get("out", ""))[-1500:], ms, float(answer["rss_mb"]))
 
