@@ -16,6 +16,7 @@ import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,11 @@ from cake_agents.executor import Executor, make_executor
 from cake_agents.lsp_client import CakeLspClient, LspError
 from cake_agents.models import ModelCaller, ModelClient
 from cake_agents.progress import NullProgress, ProgressSink
-from cake_agents.store import STORE_NAME, RunsStore, StoreError
+from cake_agents.store import STORE_NAME, RunsStore, StoreDamaged, StoreError
+from cake_agents.testhook import pause_point
 
 CHECKPOINTS = "checkpoints.sqlite"
+_STATE_TYPE = ("cake_agents.state", "EvolveState")
 RECURSION_LIMIT = 1_000_000
 
 
@@ -77,6 +80,49 @@ class _Starter(threading.Thread):
             raise self.error
 
 
+def _saver(conn: sqlite3.Connection) -> Any:
+    """LangGraph's SQLite checkpointer, with the fault tests' `checkpoint` pause point
+    inside each write transaction (after the rows are written, before the commit)."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    class Saver(SqliteSaver):
+        @contextlib.contextmanager
+        def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+            with super().cursor(transaction) as cur:
+                yield cur
+                if transaction:
+                    pause_point("checkpoint")
+
+    # The state is the one type of ours in a checkpoint: allowing it by name keeps a
+    # resume from warning (and, once LangGraph blocks unlisted types, from failing), and
+    # a checkpoint file cannot make the resume build any other type.
+    return Saver(conn, serde=JsonPlusSerializer(allowed_msgpack_modules=[_STATE_TYPE]))
+
+
+def damaged_checkpoints(path: Path, run_id: str, problem: str) -> str:
+    return (f"the checkpoints of run {run_id} ({path}) are damaged ({problem}): this run "
+            "cannot be resumed; what it found so far stays in the runs store (`cake runs "
+            "show`), and other runs are not affected")
+
+
+def check_checkpoints(path: Path, run_id: str) -> None:
+    """Refuse to resume from a damaged checkpoint file before anything else starts."""
+    if not path.is_file():
+        return
+    try:
+        conn = sqlite3.connect(path)
+        try:
+            rows = conn.execute("PRAGMA quick_check").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise StoreDamaged(damaged_checkpoints(path, run_id, str(exc))) from None
+    problems = [str(r[0]) for r in rows if r[0] != "ok"]
+    if problems:
+        raise StoreDamaged(damaged_checkpoints(path, run_id, "; ".join(problems[:3])))
+
+
 def new_run_id(task: str) -> str:
     return f"{task}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
@@ -103,6 +149,15 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
     # must not leave an empty runs directory behind
     info = None if resume else load_task_info(config)
     store = RunsStore(root / STORE_NAME)
+    if resume:  # a run that cannot be resumed is told before anything starts
+        try:
+            run_id = store.find_run(resume)
+            check_checkpoints(root / run_id / CHECKPOINTS, run_id)
+        except StoreError as exc:
+            store.close()
+            if isinstance(exc, StoreDamaged):
+                raise
+            raise SetupError(str(exc)) from exc
     owned: list[Any] = []
     saver_conn: sqlite3.Connection | None = None
     # The language server takes seconds to come up: start it now, on the other core,
@@ -114,10 +169,6 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
         starting = _Starter(lsp)
     try:
         if resume:
-            try:
-                run_id = store.find_run(resume)
-            except StoreError as exc:
-                raise SetupError(str(exc)) from exc
             row = store.run(run_id)
             assert row is not None
             stored = EvolveConfig.from_json(row["config"])
@@ -173,21 +224,27 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
             ctx.emit("warning", message=f"{problem}; checking in-process")
         out_dir = root / run_id
         out_dir.mkdir(parents=True, exist_ok=True)
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
         from cake_agents.graph import build_graph
         from cake_agents.state import EvolveState
 
         saver_conn = sqlite3.connect(out_dir / CHECKPOINTS, check_same_thread=False)
-        graph = build_graph(ctx, checkpointer=SqliteSaver(saver_conn))
+        graph = build_graph(ctx, checkpointer=_saver(saver_conn))
         cfg: dict[str, Any] = {"configurable": {"thread_id": run_id},
                                "recursion_limit": RECURSION_LIMIT}
-        snapshot = graph.get_state(cfg)
+        try:
+            snapshot = graph.get_state(cfg)
+        except sqlite3.DatabaseError as exc:
+            raise StoreDamaged(damaged_checkpoints(out_dir / CHECKPOINTS, run_id, str(exc))
+                               ) from None
         started = bool(_values(snapshot.values))
         inp = None if started else EvolveState(
             run_id=run_id, baseline={"times": info.baseline, "floors": info.floors,
                                      "bottleneck": info.bottleneck})
-        if not started or snapshot.next:
+        # Not `snapshot.next`: a process killed after a node's writes were saved but
+        # before the next checkpoint was (inside that write) leaves a checkpoint whose
+        # tasks have all written, so `next` is empty although the graph has not reached
+        # its end.  A finished graph's last checkpoint has no tasks at all.
+        if not started or snapshot.tasks:
             store.set_status(run_id, "running")
             try:
                 for values in graph.stream(inp, cfg, stream_mode="values",
