@@ -88,8 +88,8 @@ class StoreDamaged(StoreError):
 def _problem(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
     """What to tell a person about an SQLite error on the store at `path`."""
     if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-        return StoreError(f"the runs store {path} stayed locked by another process for "
-                          f"{BUSY_TIMEOUT_S:g} s ({exc}); try again")
+        return StoreError(f"the runs store {path} is locked by another process ({exc}); "
+                          "try again")
     if isinstance(exc, sqlite3.OperationalError) and not _damage(exc):
         return StoreError(f"the runs store {path} cannot be used: {exc}")
     return StoreDamaged(
@@ -115,27 +115,42 @@ class RunsStore:
         self._conn = sqlite3.connect(self.path, check_same_thread=False,
                                      timeout=BUSY_TIMEOUT_S)
         self._conn.row_factory = sqlite3.Row
-        try:
-            with self._lock:
-                # WAL: readers never wait for a writer, and runs of several processes
-                # share the file; their writes take turns (the busy timeout above)
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute("PRAGMA synchronous=NORMAL")
-                if self._schema_current():
-                    return
-                # BEGIN IMMEDIATE: two processes opening a new store at once must not
-                # both find it empty and then collide while creating it
-                self._conn.execute("BEGIN IMMEDIATE")
-                self._migrate()
-                for stmt in _SCHEMA.split(";"):
-                    if stmt.strip():
-                        self._conn.execute(stmt)
-                self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)",
-                                   (str(SCHEMA_VERSION),))
-                self._conn.commit()
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            raise _problem(self.path, exc) from None
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                with self._lock:
+                    self._open()
+                return
+            except sqlite3.DatabaseError as exc:
+                with suppress(sqlite3.Error):
+                    self._conn.rollback()
+                # Processes opening a new store together: at the switch to WAL each holds
+                # a shared lock and asks for the exclusive one, and SQLite fails one at
+                # once instead of calling the busy handler (that would deadlock)
+                if (isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+                        and time.monotonic() < deadline):
+                    time.sleep(0.02)
+                    continue
+                self._conn.close()
+                raise _problem(self.path, exc) from None
+
+    def _open(self) -> None:
+        # WAL: readers never wait for a writer, and runs of several processes share the
+        # file; their writes take turns (the busy timeout)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        if self._schema_current():
+            return
+        # BEGIN IMMEDIATE: two processes opening a new store at once must not both find
+        # it empty and then collide while creating it
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._migrate()
+        for stmt in _SCHEMA.split(";"):
+            if stmt.strip():
+                self._conn.execute(stmt)
+        self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)",
+                           (str(SCHEMA_VERSION),))
+        self._conn.commit()
 
     def _schema_current(self) -> bool:
         """Whether the store already has this schema (then opening it writes nothing)."""
@@ -172,6 +187,10 @@ class RunsStore:
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             try:
+                # the write lock up front, through the busy handler: a deferred transaction
+                # that read first could fail at once when another process wrote meanwhile
+                if not self._conn.in_transaction:
+                    self._conn.execute("BEGIN IMMEDIATE")
                 yield self._conn
                 self._conn.commit()
             except BaseException as exc:

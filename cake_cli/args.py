@@ -101,23 +101,12 @@ def check_arch(arch: str | None) -> None:
                                + (f"; did you mean {hint!r}?" if hint else ""))
 
 
-class CliError(click.ClickException):
-    """A problem with what the command was given or found (not with how it was called):
-    the message alone, without the usage text, and exit status 2."""
-
-    exit_code = 2
-
-
 def open_runs_store(runs_dir: str, option: str) -> RunsStore:
-    """The runs store under `runs_dir`; a usage error naming `option` when there is none,
-    and a plain message when it cannot be read (damaged, locked)."""
-    from cake_agents.store import STORE_NAME, RunsStore, StoreError
+    """The runs store under `runs_dir`; a usage error naming `option` when there is none."""
+    from cake_agents.store import STORE_NAME, RunsStore
 
     path = Path(runs_dir) / STORE_NAME
     if not path.is_file():
         raise click.UsageError(f"no runs store at {path} (run `cake evolve TASK` first, or "
                                f"give {option})")
-    try:
-        return RunsStore(path)
-    except StoreError as exc:
-        raise CliError(str(exc)) from None
+    return RunsStore(path)

@@ -107,16 +107,11 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
     if "emulate" in chosen_gates:
         _note_emulate(config.emulate)
     progress = _Progress(config, quiet)
-    from cake_agents.store import StoreError
-    from cake_cli.args import CliError
-
     try:
         summary = run_evolve(config, resume=resume, progress=progress.sink,
                              on_start=progress.start)
     except SetupError as exc:
         raise click.UsageError(str(exc)) from exc
-    except StoreError as exc:  # the runs store is damaged or stayed locked
-        raise CliError(str(exc)) from None
     _print_summary(summary, config)
     if summary.best_hash == "" and summary.evals > 0:
         sys.exit(1)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from cake_cli.args import CliError, open_runs_store
+from cake_cli.args import open_runs_store
 
 # The libraries are imported inside the functions: `cake --help` loads this module for its
 # help line, and each command loads only what it runs.
@@ -42,24 +42,7 @@ def _speedup(x: Any) -> str:
     return f"{x:.3f}x" if isinstance(x, int | float) else "-"
 
 
-class _RunsGroup(click.Group):
-    """A store that turns out damaged or locked halfway through a command is a message
-    and exit status 2, as it is when the store is opened."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except click.ClickException:
-            raise
-        except Exception as exc:
-            from cake_agents.store import StoreError
-
-            if isinstance(exc, StoreError):
-                raise CliError(str(exc)) from None
-            raise
-
-
-@click.group(name="runs", cls=_RunsGroup)
+@click.group(name="runs")
 def runs() -> None:
     """List and inspect the runs of `cake evolve`."""
 

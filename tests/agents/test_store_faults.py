@@ -51,7 +51,8 @@ def test_a_store_overwritten_with_garbage_is_a_message(tmp_path: Path) -> None:
     _store_with_runs(tmp_path, "run-a", "run-b")
     _garble(tmp_path / STORE_NAME)
     for args in (["runs", "list"], ["runs", "show", "run-a"], ["runs", "best", "run-a"],
-                 ["evolve", "--resume", "run-a"], ["evolve", "gemm_bf16"]):
+                 ["runs", "report", "run-a"], ["failures"], ["evolve", "--resume", "run-a"],
+                 ["evolve", "gemm_bf16"]):
         code, out = _cake(*args, "--run-dir", str(tmp_path))
         assert code == 2, (args, out)
         assert f"the runs store {tmp_path / STORE_NAME} is damaged" in out, (args, out)
