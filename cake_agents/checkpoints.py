@@ -12,8 +12,12 @@ as the inert data it was stored with.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Iterator
 from typing import Any
+
+from cake_agents.testhook import pause_point
 
 #: Types of CAKE's own that a checkpoint may rebuild, beside LangGraph's safe list: the
 #: graph's input (the first state of a run) is stored as an `EvolveState`, a dataclass of
@@ -31,7 +35,17 @@ def checkpoint_serde() -> Any:
 
 
 def checkpoint_saver(conn: sqlite3.Connection) -> Any:
-    """The SQLite checkpointer of a run, reading with `checkpoint_serde`."""
+    """The SQLite checkpointer of a run, reading with `checkpoint_serde`, with the fault
+    tests' `checkpoint` pause point inside each write transaction (after the rows are
+    written, before the commit)."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    return SqliteSaver(conn, serde=checkpoint_serde())
+    class Saver(SqliteSaver):
+        @contextlib.contextmanager
+        def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+            with super().cursor(transaction) as cur:
+                yield cur
+                if transaction:
+                    pause_point("checkpoint")
+
+    return Saver(conn, serde=checkpoint_serde())

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from cake_agents.config import EvolveConfig
 from cake_agents.records import Candidate
 from cake_agents.scoring import Bucket, ShapeSpec, make_buckets, shape_specs
+from cake_agents.testhook import pause_point
 from cake_core.source import display_path
 
 if TYPE_CHECKING:
@@ -175,6 +176,9 @@ class AgentContext:
         return self.config.mode
 
     def emit(self, kind: str, **data: Any) -> None:
+        # the fault tests stop the process at named events (see testhook.py)
+        pause_point(f"{kind}:{data.get('gate') or data.get('name')}"
+                    if kind in ("gate", "node") else kind)
         if self.progress is not None:
             self.progress.event(kind, **data)
 

@@ -29,7 +29,7 @@ from cake_agents.lsp_client import CakeLspClient, LspError
 from cake_agents.models import CallLimits, ModelCaller, ModelClient, failure_tally
 from cake_agents.names import run_folder
 from cake_agents.progress import NullProgress, ProgressSink
-from cake_agents.store import STORE_NAME, RunsStore, StoreError
+from cake_agents.store import STORE_NAME, RunsStore, StoreDamaged, StoreError
 
 CHECKPOINTS = "checkpoints.sqlite"
 RECURSION_LIMIT = 1_000_000
@@ -86,6 +86,29 @@ class _Starter(threading.Thread):
             raise self.error
 
 
+def damaged_checkpoints(path: Path, run_id: str, problem: str) -> str:
+    return (f"the checkpoints of run {run_id} ({path}) are damaged ({problem}): this run "
+            "cannot be resumed; what it found so far stays in the runs store (`cake runs "
+            "show`), and other runs are not affected")
+
+
+def check_checkpoints(path: Path, run_id: str) -> None:
+    """Refuse to resume from a damaged checkpoint file before anything else starts."""
+    if not path.is_file():
+        return
+    try:
+        conn = sqlite3.connect(path)
+        try:
+            rows = conn.execute("PRAGMA quick_check").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise StoreDamaged(damaged_checkpoints(path, run_id, str(exc))) from None
+    problems = [str(r[0]) for r in rows if r[0] != "ok"]
+    if problems:
+        raise StoreDamaged(damaged_checkpoints(path, run_id, "; ".join(problems[:3])))
+
+
 def new_run_id(task: str) -> str:
     return f"{task}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
@@ -112,6 +135,15 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
     # must not leave an empty runs directory behind
     info = None if resume else load_task_info(config)
     store = RunsStore(root / STORE_NAME)
+    if resume:  # a run that cannot be resumed is told before anything starts
+        try:
+            run_id = store.find_run(resume)
+            check_checkpoints(root / run_id / CHECKPOINTS, run_id)
+        except StoreError as exc:
+            store.close()
+            if isinstance(exc, StoreDamaged):
+                raise
+            raise SetupError(str(exc)) from exc
     owned: list[Any] = []
     saver_conn: sqlite3.Connection | None = None
     # The language server takes seconds to come up: start it now, on the other core,
@@ -123,10 +155,6 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
         starting = _Starter(lsp)
     try:
         if resume:
-            try:
-                run_id = store.find_run(resume)
-            except StoreError as exc:
-                raise SetupError(str(exc)) from exc
             row = store.run(run_id)
             assert row is not None
             stored = EvolveConfig.from_json(row["config"])
@@ -201,12 +229,20 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
         graph = build_graph(ctx, checkpointer=checkpoint_saver(saver_conn))
         cfg: dict[str, Any] = {"configurable": {"thread_id": run_id},
                                "recursion_limit": RECURSION_LIMIT}
-        snapshot = graph.get_state(cfg)
+        try:
+            snapshot = graph.get_state(cfg)
+        except sqlite3.DatabaseError as exc:
+            raise StoreDamaged(damaged_checkpoints(out_dir / CHECKPOINTS, run_id, str(exc))
+                               ) from None
         started = bool(_values(snapshot.values))
         inp = None if started else EvolveState(
             run_id=run_id, baseline={"times": info.baseline, "floors": info.floors,
                                      "bottleneck": info.bottleneck})
-        if not started or snapshot.next:
+        # Not `snapshot.next`: a process killed after a node's writes were saved but
+        # before the next checkpoint was (inside that write) leaves a checkpoint whose
+        # tasks have all written, so `next` is empty although the graph has not reached
+        # its end.  A finished graph's last checkpoint has no tasks at all.
+        if not started or snapshot.tasks:
             store.set_status(run_id, "running")
             try:
                 for values in graph.stream(inp, cfg, stream_mode="values",

@@ -24,7 +24,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,8 @@ from cake_agents.redact import scrub, scrub_obj
 from cake_agents.signature import FailureSignature
 
 STORE_NAME = "runs.sqlite"
+BUSY_TIMEOUT_S = 30.0
+"""How long a write waits for another process's write to end (SQLite's busy timeout)."""
 SCHEMA_VERSION = 4
 """2: failures keyed by an ordinal too (equal failures of one step are kept apart).
 3: runs record their owner process (owner_host, owner_pid, owner_token).
@@ -77,7 +79,32 @@ CREATE INDEX IF NOT EXISTS failures_by_signature ON failures (digest);
 
 
 class StoreError(Exception):
-    """A run that cannot be found (or a prefix that names several)."""
+    """A run that cannot be found (or a prefix that names several), or a store that
+    cannot be used (damaged, or held too long by another process)."""
+
+
+class StoreDamaged(StoreError):
+    """The store file is not a readable SQLite database (overwritten, truncated, ...)."""
+
+
+def _problem(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
+    """What to tell a person about an SQLite error on the store at `path`."""
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+        return StoreError(f"the runs store {path} is locked by another process ({exc}); "
+                          "try again")
+    if isinstance(exc, sqlite3.OperationalError) and not _damage(exc):
+        return StoreError(f"the runs store {path} cannot be used: {exc}")
+    return StoreDamaged(
+        f"the runs store {path} is damaged and cannot be read ({exc}). Each run's "
+        f"checkpoints ({path.parent}/<run-id>/checkpoints.sqlite) and best kernel are kept "
+        f"apart from it. To salvage what is readable: sqlite3 {path} .recover | sqlite3 "
+        f"recovered.sqlite; then move it in place of {path.name}")
+
+
+def _damage(exc: sqlite3.DatabaseError) -> bool:
+    text = str(exc)
+    return any(s in text for s in ("malformed", "not a database", "disk image",
+                                   "file is encrypted"))
 
 
 class RunsStore:
@@ -86,24 +113,65 @@ class RunsStore:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
-        self._conn.row_factory = sqlite3.Row
         self._lock = threading.RLock()
-        with self._lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._migrate()
-            self._conn.executescript(_SCHEMA)
-            self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)",
-                               (str(SCHEMA_VERSION),))
-            self._conn.commit()
+        self._conn = sqlite3.connect(self.path, check_same_thread=False,
+                                     timeout=BUSY_TIMEOUT_S)
+        self._conn.row_factory = sqlite3.Row
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                with self._lock:
+                    self._open()
+                return
+            except sqlite3.DatabaseError as exc:
+                with suppress(sqlite3.Error):
+                    self._conn.rollback()
+                # Processes opening a new store together: at the switch to WAL each holds
+                # a shared lock and asks for the exclusive one, and SQLite fails one at
+                # once instead of calling the busy handler (that would deadlock)
+                if (isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+                        and time.monotonic() < deadline):
+                    time.sleep(0.02)
+                    continue
+                self._conn.close()
+                raise _problem(self.path, exc) from None
+
+    def _open(self) -> None:
+        # WAL: readers never wait for a writer, and runs of several processes share the
+        # file; their writes take turns (the busy timeout)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        if self._schema_current():
+            return
+        # BEGIN IMMEDIATE: two processes opening a new store at once must not both find
+        # it empty and then collide while creating it
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._migrate()
+        for stmt in _SCHEMA.split(";"):
+            if stmt.strip():
+                self._conn.execute(stmt)
+        self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)",
+                           (str(SCHEMA_VERSION),))
+        self._conn.commit()
+
+    def _schema_current(self) -> bool:
+        """Whether the store already has this schema (then opening it writes nothing)."""
+        try:
+            row = self._conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return False
+            raise
+        return row is not None and row[0] == str(SCHEMA_VERSION)
 
     def _migrate(self) -> None:
         """Bring a store written by an older version up to this schema, keeping its rows."""
         cols = [r[1] for r in self._conn.execute("PRAGMA table_info(failures)").fetchall()]
         if cols and "ordinal" not in cols:
             self._conn.execute("ALTER TABLE failures RENAME TO failures_v1")
-            self._conn.executescript(_SCHEMA)
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    self._conn.execute(stmt)
             keep = ", ".join(c for c in cols)
             self._conn.execute(f"INSERT OR IGNORE INTO failures ({keep}, ordinal) "
                                f"SELECT {keep}, 0 FROM failures_v1")
@@ -125,15 +193,30 @@ class RunsStore:
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             try:
+                # the write lock up front, through the busy handler: a deferred transaction
+                # that read first could fail at once when another process wrote meanwhile
+                if not self._conn.in_transaction:
+                    self._conn.execute("BEGIN IMMEDIATE")
                 yield self._conn
                 self._conn.commit()
-            except BaseException:
-                self._conn.rollback()
+            except BaseException as exc:
+                with suppress(sqlite3.Error):
+                    self._conn.rollback()
+                if isinstance(exc, sqlite3.DatabaseError):
+                    raise _problem(self.path, exc) from None
                 raise
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         with self._lock:
-            return [dict(r) for r in self._conn.execute(sql, args).fetchall()]
+            try:
+                return [dict(r) for r in self._conn.execute(sql, args).fetchall()]
+            except sqlite3.DatabaseError as exc:
+                raise _problem(self.path, exc) from None
+
+    def integrity(self) -> str:
+        """SQLite's `integrity_check` of the store: "ok", or what is wrong."""
+        rows = self._rows("PRAGMA integrity_check")
+        return "; ".join(str(next(iter(r.values()))) for r in rows)
 
     # -- runs ----------------------------------------------------------------------------
     def create_run(self, run_id: str, *, task: str, mode: str, model: str | None,

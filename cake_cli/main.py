@@ -37,7 +37,8 @@ class CakeGroup(click.Group):
 
     Problems of the environment rather than of the compiler get their own message: a file
     that cannot be read or written (OSError), a reader that closed the pipe early
-    (`cake rules | head -1`), memory running out; Ctrl-C exits 130.
+    (`cake rules | head -1`), memory running out, a runs store that is damaged or
+    stayed locked; Ctrl-C exits 130.
     """
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
@@ -68,9 +69,20 @@ class CakeGroup(click.Group):
             click.echo("cake: out of memory; try smaller inputs", err=True)
             sys.exit(EXIT_ERROR)
         except Exception as exc:
+            if _store_problem(exc):
+                click.echo(f"cake: {exc}", err=True)
+                sys.exit(EXIT_ERROR)
             click.echo(f"cake: internal error: {type(exc).__name__}: {exc}", err=True)
             click.echo("cake: please report this with the input that triggered it", err=True)
             sys.exit(EXIT_ERROR)
+
+
+def _store_problem(exc: Exception) -> bool:
+    """A runs store that cannot be used (damaged, locked, no such run) is for the user to
+    act on, not a fault of cake: `cake_agents.store.StoreError`, looked up only where a
+    command loaded the agents (this module never imports them)."""
+    store = sys.modules.get("cake_agents.store")
+    return store is not None and isinstance(exc, store.StoreError)
 
 
 def _flush_stdout() -> None:
