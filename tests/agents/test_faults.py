@@ -258,7 +258,8 @@ def fake_openai() -> Iterator[_FakeOpenAI]:
 def test_killed_during_a_model_call(tmp_path: Path, fake_openai: _FakeOpenAI) -> None:
     env = {"OPENAI_API_BASE": f"http://127.0.0.1:{fake_openai.server_address[1]}/v1",
            "OPENAI_API_KEY": "sk-test-not-a-key"}
-    args = ["gemm_bf16", "--model", "openai/cake-test", "--budget-evals", "3",
+    # whole (not streamed) answers: this stand-in server answers JSON, chosen by prompt
+    args = ["gemm_bf16", "--model", "openai/cake-test", "--budget-evals", "3", "--no-stream",
             "--seed-rng", "3", "--executor", "inline", "--gates", "static,sim,cost"]
     clean = _clean(tmp_path / "clean", args, **env)
     asked = fake_openai.requests
