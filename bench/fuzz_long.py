@@ -64,9 +64,10 @@ def kernels() -> list[str]:
 class Failure(Exception):
     """A case that broke a property; `kind` is its class in the table."""
 
-    def __init__(self, message: str, kind: str = "parse") -> None:
+    def __init__(self, message: str, kind: str = "parse", payload: object = None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.payload = payload
 
 
 def check(result: ParseResult) -> None:
@@ -129,7 +130,7 @@ def make_case_cli(worker: entry.CliWorker, command: str, seeds: list[bytes]) -> 
         data = entry.entry_case(rng, seeds)
         verdict = worker.run(command, data)
         if verdict.failure is not None:
-            raise Failure(f"{verdict.failure}: {verdict.detail}", verdict.failure)
+            raise Failure(f"{verdict.failure}: {verdict.detail}", verdict.failure, data)
         return data, verdict.ms, verdict.rss_mb
     return case
 
@@ -310,6 +311,8 @@ def run(args: argparse.Namespace, modes: list[Mode]) -> None:
                 mode.peak_mb = max(mode.peak_mb, mb)
             except Exception as err:  # a failure to record, never to stop the run
                 kind = err.kind if isinstance(err, Failure) else "raised"
+                if isinstance(err, Failure) and err.payload is not None:
+                    payload = err.payload
                 mode.failures += 1
                 mode.classes[kind] = mode.classes.get(kind, 0) + 1
                 failures += 1
