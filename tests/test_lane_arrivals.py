@@ -180,3 +180,17 @@ def test_lowering_emits_the_arrivals_the_count_takes() -> None:
     loop = lowered(kernel(LOOP, 384))
     assert "cake_mbar_init(empty + 8 * bi, 384)" in loop
     assert "j < lane / 16 + 1" in loop
+
+
+def test_the_rule_page_lane_guard_examples_are_true() -> None:
+    """docs/rules/CK303.md shows a lane-guarded pair after the main one; the page test
+    checks the first block of each section only, so the second ones are checked here."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "rules" / "CK303.md").read_text(
+        encoding="utf-8")
+    example = page.split("## Example", 1)[1].split("## Use instead", 1)[0]
+    instead = page.split("## Use instead", 1)[1].split("## Fix safety", 1)[0]
+    bad = example.split("```python\n")[2].split("```", 1)[0]
+    good = instead.split("```python\n")[2].split("```", 1)[0]
+    assert "if lane.id == 0:" in bad and "if lane.id == 0:" in good
+    assert findings(bad) == [("CK303", line_of(bad, 'empty[s].arrive(per="thread")'))]
+    assert findings(good) == []

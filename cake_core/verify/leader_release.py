@@ -63,7 +63,7 @@ def partial_release_finding(agent: Agent, op: Op, eff: Effects, counted: Counted
             counted.guard.span
         related.append(Related(span, "this decides who arrives"))
     return codes.LEADER_RELEASE_RACE.at(
-        op.span, f"only {counted.who} make this arrival on `{name}`: {counted.warps_out} of "
+        op.span, f"this arrival on `{name}` is made only by {counted.who}: {counted.warps_out} of "
         f"the {agent.warps} warps of {agent.label} do not arrive, and its warps do not run "
         "in lockstep, so a waiter can overwrite shared memory those warps are still using",
         related=related,
