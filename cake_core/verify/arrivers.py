@@ -141,8 +141,7 @@ class Arrivers:
                    "nobody: the elected thread (the role's thread 0) is not among the threads "
                    "the condition admits")
         if trips is not None:
-            who += (", each as many times as its loop on line "
-                    f"{loops[-1].span.start.line + 1} runs for it")
+            who += ", each as many times as the loop runs for it"
         out = warps - len(self._warps_with(mask)) if scope != "role" else 0
         return Counted(count * n, narrowing or (loops[-1] if loops else None), who,
                        warps_out=out)
@@ -233,7 +232,7 @@ def _blocks(op: Op) -> bool:
     return eff.waits is not None or eff.fence in ("block", "named")
 
 
-def unknown_arrivals(facts: object, op: Op, counted: Counted) -> Diagnostic:
+def unknown_arrivals(op: Op, counted: Counted) -> Diagnostic:
     """CK303 at an arrival whose number of arrivals the verifier cannot know: a barrier's
     count is fixed when it is created, so the kernel must make the arrivals countable."""
     related = [] if counted.at is None else [Related(counted.at, "this decides who arrives")]

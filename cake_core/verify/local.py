@@ -494,7 +494,7 @@ class AgentRun:
                                           self.walker.thread_loops if self.walker else [],
                                           self.env)
             if counted.n is None:
-                self.once(("303?", id(op)), unknown_arrivals(self.facts, op, counted))
+                self.once(("303?", id(op)), unknown_arrivals(op, counted))
                 return
             if eff.arrive_scope == "role" and self.agent.warps > 1 and self.unsynced \
                     and counted.n:
