@@ -36,7 +36,7 @@ from cake_core.ir.symbolic import BinExpr, SymExpr, Var
 from cake_core.ir.values import Predicate
 from cake_core.primitives.traits import Trait
 from cake_core.source import SourceFile, Span
-from cake_core.verify.effects import ASYNC_PROXY, Views, effects_of
+from cake_core.verify.effects import ASYNC_PROXY, Views, arrival_scope, effects_of
 from cake_core.verify.unroll import condition_leaves
 
 #: Every code this pass may emit.
@@ -230,12 +230,24 @@ def check_kernel(kernel: Kernel, source: SourceFile) -> list[Diagnostic]:
 
 
 # --- CK314 -------------------------------------------------------------------------------
+def meets_warp(op: Op) -> bool:
+    """A raw arrival the lowering makes after the warp's lanes meet (`__syncwarp()`):
+    `per="warp"` (lane 0 arrives for its warp) and `per="role"` (the elected thread
+    arrives for its warp).  It needs the whole warp as a collective does; only inside
+    `elect_one()`, whose one thread has no lanes to meet, does the lowering leave the
+    meeting out."""
+    return op.prim.effects.arrive_scope is not None and arrival_scope(op) in ("warp", "role")
+
+
 def _breaking_guard(p: Placed) -> Guard | None:
     """The outermost guard that splits the threads `p.op` must run with, if any."""
     warp = p.op.prim.has(Trait.WARP_COLLECTIVE)
     group = p.op.prim.has(Trait.WARPGROUP_COLLECTIVE)
+    meets = meets_warp(p.op)
+    if meets and any(isinstance(g.node, IfOp) and g.node.elected for g in p.guards):
+        return None
     for g in p.guards:
-        if (warp or group) and g.spread.splits_warps():
+        if (warp or group or meets) and g.spread.splits_warps():
             return g
         if group and g.spread.splits_warpgroups():
             return g
@@ -251,6 +263,9 @@ def _collectives(placed: list[Placed], source: SourceFile) -> list[Diagnostic]:
     out = []
     for g, ops in found.values():
         first = ops[0]
+        if meets_warp(first):
+            out.append(_split_arrival(g, first, source))
+            continue
         lanes = g.spread.splits_warps()
         who = "the lanes of a warp" if lanes else "the warps of a warpgroup"
         unit = "warp" if first.prim.has(Trait.WARP_COLLECTIVE) else "warpgroup"
@@ -267,6 +282,23 @@ def _collectives(placed: list[Placed], source: SourceFile) -> list[Diagnostic]:
                    "make the condition one every thread of the "
                    f"{unit} agrees on (a role, `warpgroup.rank`, a loop counter)",)))
     return out
+
+
+def _split_arrival(g: Guard, op: Op, source: SourceFile) -> Diagnostic:
+    per = arrival_scope(op)
+    who = "lane 0 arrives for the warp" if per == "warp" else \
+        "the role's elected thread arrives"
+    what = "loop bounds" if isinstance(g.node, ForOp) else "condition"
+    return codes.COLLECTIVE_UNDER_DIVERGENCE.at(
+        op.span, f"`{source.snippet(op.span)}` meets the lanes of its warp (`__syncwarp()`) "
+        f"before {who}, but it runs under a {what} on `{g.spread.index}` that the lanes of a "
+        "warp see differently: the lanes that skip it never meet the others (undefined "
+        "behavior: a hang, or an arrival that is never made)",
+        related=[Related(g.span, f"this {what} depends on `{g.spread.index}`")],
+        notes=("to arrive from some lanes only, say so per thread: `if lane.id == 0: "
+               "bar.arrive(per=\"thread\")` is one arrival per warp; for one thread of the "
+               "role use `with elect_one():` and an elected arrival; otherwise arrive "
+               "outside the condition",))
 
 
 # --- CK315 -------------------------------------------------------------------------------

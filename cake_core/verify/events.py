@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cake_core.ir.kernel import Op
+from cake_core.ir.kernel import ForOp, IfOp, Op
 from cake_core.source import Span
 from cake_core.verify.effects import Region
 
@@ -44,6 +44,12 @@ class Arrive:
     count: int
     expect_bytes: int | None = None
     """For expect_tx: the bytes declared (None when not a constant)."""
+    guard: IfOp | ForOp | None = None
+    """The innermost lane, warp or thread condition that left some threads out, or the
+    loop with a per-thread trip count around it (see `arrivers.py`): `count` is what the
+    threads it admits make."""
+    who: str = ""
+    """Who arrives under `guard`, in words."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, Fix, Related, TextEdit
-from cake_core.ir.kernel import Op, walk_nodes
+from cake_core.ir.kernel import IfOp, Op, walk_nodes
+from cake_core.verify.arrivers import Counted
 from cake_core.verify.effects import Effects, barrier_parts, effects_of
 from cake_core.verify.facts import KernelFacts
 from cake_core.verify.unroll import Agent
@@ -46,6 +47,28 @@ def leader_release_finding(facts: KernelFacts, agent: Agent, op: Op, eff: Effect
         "still using", related=related, fixes=fixes,
         notes=("let every warp arrive (`per=\"warp\"`, counting role warps x count arrivals), "
                "or meet the role's warps at a named barrier just before the arrival",))
+
+
+def partial_release_finding(agent: Agent, op: Op, eff: Effects, counted: Counted,
+                            unsynced: list[Op]) -> Diagnostic:
+    """CK313 for a per-thread or per-warp arrival a lane, warp or thread condition keeps
+    some warps out of: as with an elected arrival, the warps that do not arrive are not
+    ordered before the phase, and they have used shared memory since the role last met."""
+    assert eff.arrive is not None
+    name, _ = barrier_parts(eff.arrive)
+    last = unsynced[-1]
+    related = [Related(last.span, f"every warp of {agent.label} uses shared memory here")]
+    if counted.guard is not None:
+        span = counted.guard.cond.span if isinstance(counted.guard, IfOp) else \
+            counted.guard.span
+        related.append(Related(span, "this decides who arrives"))
+    return codes.LEADER_RELEASE_RACE.at(
+        op.span, f"this arrival on `{name}` is made only by {counted.who}: {counted.warps_out} of "
+        f"the {agent.warps} warps of {agent.label} do not arrive, and its warps do not run "
+        "in lockstep, so a waiter can overwrite shared memory those warps are still using",
+        related=related,
+        notes=("meet the role's warps at a named barrier (`barrier_sync(id, warps)`) before "
+               "the condition, or let every warp arrive (`per=\"warp\"` outside it)",))
 
 
 def _distinct(ops: list[Op]) -> list[Op]:
@@ -98,4 +121,4 @@ def _sync_fix(facts: KernelFacts, agent: Agent, op: Op) -> Fix | None:
     return Fix(f"meet the role's warps first: `{call}`", (facts.insert_before(op.span, call),))
 
 
-__all__ = ["leader_release_finding"]
+__all__ = ["leader_release_finding", "partial_release_finding"]

@@ -22,6 +22,7 @@ from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related,
 from cake_core.ir.kernel import IfOp, Op, Value
 from cake_core.ir.symbolic import Dim, SymExpr
 from cake_core.ir.types import BarrierType, FragmentType, PipelineType, StageType
+from cake_core.verify.arrivers import Arrivers, unknown_arrivals
 from cake_core.verify.bulk_source import by_one_thread, overwritten_finding, wait_fix
 from cake_core.verify.drift import parity_finding
 from cake_core.verify.effects import ASYNC_PROXY, Effects, Region, barrier_parts
@@ -37,7 +38,7 @@ from cake_core.verify.events import (
     Wait,
 )
 from cake_core.verify.facts import KernelFacts
-from cake_core.verify.leader_release import leader_release_finding
+from cake_core.verify.leader_release import leader_release_finding, partial_release_finding
 from cake_core.verify.unroll import Agent, Truncated, Walker, condition_leaves, evaluate
 
 Token = tuple[str, str, int]
@@ -140,6 +141,9 @@ class AgentRun:
         """Unfenced generic write (by op id) -> `barriers_met` when it was made."""
         self.waits: dict[BarKey, list[int]] = {}
         self.offset: dict[BarKey, int] = {}
+        self.walker: Walker | None = None
+        self.arrivers = Arrivers(self.facts.kernel, self.agent)
+        """Counts each arrival under the lane, warp and thread guards around it."""
         self.unsynced: list[Op] = []
         """Ops by which every warp of the agent touched shared memory since the agent's
         warps last met at a barrier: an elected arrival orders only its own warp's."""
@@ -147,6 +151,7 @@ class AgentRun:
     # -- driving --
     def run(self) -> AgentRun:
         walker = Walker(self.facts.kernel, self.agent, self.env)
+        self.walker = walker
         try:
             for op in walker.run():
                 self.step(op)
@@ -484,14 +489,26 @@ class AgentRun:
             nbytes = None
             if eff.expect_bytes is not None and eff.expect_bytes.sym is not None:
                 nbytes = evaluate(eff.expect_bytes.sym, self.env)
-            n = eff.arrive_count or 1
-            if eff.arrive_scope != "role":
-                n *= self.agent.warps * (32 if eff.arrive_scope == "thread" else 1)
-            elif self.agent.warps > 1 and self.unsynced:
+            counted = self.arrivers.count(eff.arrive_scope, eff.arrive_count or 1,
+                                          self.walker.guards if self.walker else [],
+                                          self.walker.thread_loops if self.walker else [],
+                                          self.env)
+            if counted.n is None:
+                self.once(("303?", id(op)), unknown_arrivals(op, counted))
+                return
+            if eff.arrive_scope == "role" and self.agent.warps > 1 and self.unsynced \
+                    and counted.n:
                 self.once(("313", id(op)), leader_release_finding(
                     self.facts, self.agent, op, eff, self.unsynced))
                 self.unsynced = []
-            ev.sync = Arrive(self.bar_key(eff.arrive), n, nbytes)
+            elif counted.warps_out and counted.n and self.unsynced:
+                self.once(("313", id(op)), partial_release_finding(
+                    self.agent, op, eff, counted, self.unsynced))
+                self.unsynced = []
+            if counted.n == 0 and nbytes is not None:
+                nbytes = 0  # the elected thread never arms the phase either
+            ev.sync = Arrive(self.bar_key(eff.arrive), counted.n, nbytes,
+                             counted.guard, counted.who)
         elif eff.wait is not None:
             self.bar_wait(op, eff, ev)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related, TextEdit
-from cake_core.ir.kernel import Op
+from cake_core.ir.kernel import IfOp, Op
 from cake_core.verify.events import Arrive, BarKey, Copy, Wait
 from cake_core.verify.facts import KernelFacts
 from cake_core.verify.local import AgentRun
@@ -28,6 +28,10 @@ class _Phase:
     expected: int | None = 0
     delivered: int = 0
     arrive_ops: list[tuple[str, Op]] = field(default_factory=list)
+    made: list[int] = field(default_factory=list)
+    """The arrivals each of `arrive_ops` made."""
+    guarded: list[tuple[Op, Arrive]] = field(default_factory=list)
+    """Arrivals a lane, warp or thread condition narrowed (see `arrivers.py`)."""
     expect_ops: list[Op] = field(default_factory=list)
     copy_ops: list[tuple[Op, int]] = field(default_factory=list)
 
@@ -69,6 +73,9 @@ def tally(facts: KernelFacts, runs: list[AgentRun],
             if isinstance(s, Arrive):
                 ph.arrivals += s.count
                 ph.arrive_ops.append((run.agent.label, ev.op))
+                ph.made.append(s.count)
+                if s.guard is not None and all(o is not ev.op for o, _ in ph.guarded):
+                    ph.guarded.append((ev.op, s))
                 if ev.op.prim.effects.tx_bytes:
                     ph.expect_ops.append(ev.op)
                     ph.expected = None if s.expect_bytes is None or ph.expected is None \
@@ -96,6 +103,14 @@ def check(facts: KernelFacts, runs: list[AgentRun]) -> list[Diagnostic]:
                        _count(facts, key, 0, _Phase(), decl[0].count, decl[1]))
             continue
         for j, ph in enumerate(phases.get(key, [])[: last + 1]):
+            never = next(((op, a) for op, a in ph.guarded if a.count == 0
+                          and op.prim.effects.tx_bytes), None)
+            if never is not None and ("count", key[0]) not in done:
+                # an expect_tx its elected thread never reaches: neither the arrival nor
+                # the bytes happen, and the condition is the bug
+                done.update({("count", key[0]), ("tx", key[0])})
+                out.append(_guarded(facts, key, j, ph, decl[0].count, decl[1], never))
+                continue
             if ("tx", key[0]) not in done and (ph.delivered or ph.expected):
                 d = _bytes(facts, key, ph)
                 if d is not None:
@@ -105,7 +120,9 @@ def check(facts: KernelFacts, runs: list[AgentRun]) -> list[Diagnostic]:
                         done.add(("count", key[0]))
             if ("count", key[0]) not in done and ph.arrivals != decl[0].count:
                 done.add(("count", key[0]))
-                out.append(_count(facts, key, j, ph, decl[0].count, decl[1]))
+                out.append(_guarded(facts, key, j, ph, decl[0].count, decl[1], ph.guarded[0])
+                           if ph.guarded else
+                           _count(facts, key, j, ph, decl[0].count, decl[1]))
     return out
 
 
@@ -143,26 +160,62 @@ def _bytes(facts: KernelFacts, key: BarKey, ph: _Phase) -> Diagnostic | None:
 
 def _count(facts: KernelFacts, key: BarKey, j: int, ph: _Phase, count: int,
            decl: Op) -> Diagnostic:
-    who: dict[str, int] = {}
-    for label, op in ph.arrive_ops:
-        who[label] = who.get(label, 0) + (op.args["count"].sym.const or 1
-                                          if "count" in op.args and op.args["count"].sym
-                                          else 1)
-    senders = ", ".join(f"{label} {n}" for label, n in who.items()) or "nothing arrives on it"
+    senders = _senders(ph)
     effect = ("the phase never completes and its waiters hang" if ph.arrivals < count else
               "the phase completes early, before every arrival it should wait for")
     related = [Related(op.span, f"{label} arrives here") for label, op in ph.arrive_ops][:4]
     tx = "; an expect_tx is one arrival" if ph.expect_ops else ""
-    fixes = []
-    if "count" in decl.arg_spans and ph.arrivals > 0:
-        plural = "s" if ph.arrivals != 1 else ""
-        edit = TextEdit(decl.arg_spans["count"], str(ph.arrivals))
-        fixes.append(Fix(f"count {ph.arrivals} arrival{plural}", (edit,), Applicability.UNSAFE))
+    fixes = _count_fix(ph, decl)
     return codes.ARRIVAL_COUNT_MISMATCH.at(
         decl.arg_spans.get("count", decl.span),
         f"`{key[0]}` waits for {count} arrival{'s' if count != 1 else ''} per phase, but phase "
         f"{j} gets {ph.arrivals} ({senders}{tx}): {effect}",
         related=related, fixes=fixes)
+
+
+def _senders(ph: _Phase) -> str:
+    who: dict[str, int] = {}
+    for (label, _), n in zip(ph.arrive_ops, ph.made, strict=True):
+        who[label] = who.get(label, 0) + n
+    return ", ".join(f"{label} {n}" for label, n in who.items()) or "nothing arrives on it"
+
+
+def _count_fix(ph: _Phase, decl: Op) -> list[Fix]:
+    if "count" not in decl.arg_spans or ph.arrivals <= 0:
+        return []
+    plural = "s" if ph.arrivals != 1 else ""
+    edit = TextEdit(decl.arg_spans["count"], str(ph.arrivals))
+    return [Fix(f"count {ph.arrivals} arrival{plural}", (edit,), Applicability.UNSAFE)]
+
+
+def _guarded(facts: KernelFacts, key: BarKey, j: int, ph: _Phase, count: int, decl: Op,
+             at: tuple[Op, Arrive]) -> Diagnostic:
+    """CK303 at an arrival a lane, warp or thread condition narrowed: the condition says
+    who arrives, and that is where the count and the code disagree."""
+    op, a = at
+    if isinstance(a.guard, IfOp):
+        cond = a.guard.cond.span
+        under = f"under `{facts.text(cond)}`"
+    else:
+        cond = a.guard.span if a.guard is not None else op.span
+        under = f"in the loop on line {cond.start.line + 1}"
+    effect = ("the phase never completes and its waiters hang" if ph.arrivals < count else
+              "the phase completes early, before every arrival it should wait for")
+    related = [Related(cond, "this decides who arrives"),
+               Related(decl.arg_spans.get("count", decl.span),
+                       f"`{key[0]}` counts {count} arrival{'s' if count != 1 else ''}")]
+    related += [Related(o.span, f"{label} arrives here") for label, o in ph.arrive_ops
+                if o is not op][:2]
+    per = op.args.get("per")
+    scope = per.const if per is not None and isinstance(per.const, str) else "role"
+    return codes.ARRIVAL_COUNT_MISMATCH.at(
+        op.span, f"{under} this arrival is made by {a.who}: {a.count} "
+        f"arrival{'s' if a.count != 1 else ''}, and phase {j} of `{key[0]}` gets "
+        f"{ph.arrivals} ({_senders(ph)}) where it waits for {count}: {effect}",
+        related=related, fixes=_count_fix(ph, decl),
+        notes=(f"a `per=\"{scope}\"` arrival under a condition on the thread indices is "
+               "made only by the threads the condition admits; count those, or arrive "
+               "outside the condition",))
 
 
 def _orphan(facts: KernelFacts, key: BarKey, wait: Op, decl: Op) -> Diagnostic:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value, walk_nodes
 from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var
@@ -255,6 +255,11 @@ class Walker:
     agent: Agent
     env: Env
     steps: int = 0
+    guards: list[tuple[IfOp, bool]] = field(default_factory=list)
+    """The divergent `if`s around the op just yielded (outermost first), each with the
+    branch it is in (True: `then`): which of the agent's threads run the op."""
+    thread_loops: list[ForOp] = field(default_factory=list)
+    """The loops around it whose bounds depend on the thread (walked once, see `_loop`)."""
 
     def run(self) -> Iterator[Op]:
         for node in self.kernel.body:
@@ -283,6 +288,9 @@ class Walker:
             start, stop, step = 0, 1, 1  # an unknown bound: look at one iteration
         name = loop.var.sym.name if isinstance(loop.var.sym, Var) else loop.var.name
         saved = self.env.get(name)
+        per_thread = bool(_loop_atoms(loop) & THREAD_VARS)
+        if per_thread:
+            self.thread_loops.append(loop)
         for i in range(start, stop, step):
             # an iteration counts as a step even when it yields no op: an empty
             # `for i in range(10**12)` must be cut short too, not walked to the end
@@ -291,6 +299,8 @@ class Walker:
                 raise Truncated
             self.env[name] = i
             yield from self._nodes(loop.body, inside)
+        if per_thread:
+            self.thread_loops.pop()
         if saved is None:
             self.env.pop(name, None)
         else:
@@ -303,10 +313,18 @@ class Walker:
         elif t is False:
             yield from self._nodes(node.orelse, inside)
         elif is_divergent(node.cond):
+            self.guards.append((node, True))
             yield from self._nodes(node.then, inside)
+            self.guards[-1] = (node, False)
             yield from self._nodes(node.orelse, inside)
+            self.guards.pop()
         else:
             yield from self._nodes(node.then, inside)
+
+
+def _loop_atoms(loop: ForOp) -> set[str]:
+    return {a.name for e in (loop.start, loop.stop, loop.step) for a in e.atoms()
+            if isinstance(a, Var)}
 
 
 def loop_vars_of(nodes: list[Node]) -> set[str]:

@@ -390,6 +390,42 @@ def cases() -> list[Case]:
     add("mbar_count_per_thread_too_high", "raw mbarriers", "CK303",
         "the barrier waits for 512 arrivals, the role has 256 threads: a hang",
         r5, ("count=256, n=STAGES", "count=512, n=STAGES"), at="empty = mbarrier")
+    # lane, warp and thread guards on arrivals: the guard says who arrives
+    pt_arrive = '            empty[s].arrive(per="thread")\n'
+    meet = "            barrier_sync(1, 8)\n"
+    lane0 = r5.replace("count=256, n=STAGES", "count=8, n=STAGES").replace(
+        pt_arrive, "            if lane.id == 0:\n    " + pt_arrive)
+    r6 = raw_gemm(128, 128, 64, 6, "f16", per="thread", name="gemm_w0")
+    warp0 = r6.replace("count=256, n=STAGES", "count=32, n=STAGES").replace(
+        pt_arrive, meet + "            if warp.rank == 0:\n    " + pt_arrive)
+    elect = r3.replace("count=8, n=STAGES", "count=1, n=STAGES").replace(
+        '            empty[s].arrive(per="warp")\n',
+        meet + "            with elect_one():\n                empty[s].arrive()\n")
+    add("mbar_lane0_count_every_thread", "raw mbarriers", "CK303",
+        "lane 0 of each warp arrives per thread, but the barrier counts every thread",
+        lane0, ("count=8, n=STAGES", "count=256, n=STAGES"), at='empty[s].arrive(per="thread")')
+    add("mbar_warp0_count_every_thread", "raw mbarriers", "CK303",
+        "only warp 0's threads arrive, but the barrier counts the role's 256 threads",
+        warp0, ("count=32, n=STAGES", "count=256, n=STAGES"), at='empty[s].arrive(per="thread")')
+    first = r6.replace("count=256, n=STAGES", "count=1, n=STAGES").replace(
+        pt_arrive, meet + "            if thread.id == 128:\n    " + pt_arrive)
+    add("mbar_first_thread_arrive_unmet", "raw mbarriers", "CK313",
+        "the role's first thread arrives for it before the other warps met it: they may "
+        "still read the stage", first, (meet, ""), at='empty[s].arrive(per="thread")')
+    add("mbar_per_warp_under_lane_guard", "raw mbarriers", "CK314",
+        "a per-warp arrival (which meets the warp's lanes) runs on lane 0 only",
+        r3, ('            empty[s].arrive(per="warp")\n',
+             '            if lane.id == 0:\n                empty[s].arrive(per="warp")\n'),
+        at='empty[s].arrive(per="warp")')
+    add("mbar_hand_elected_arrive", "raw mbarriers", "CK314",
+        "a hand-written elected thread makes an arrival that meets its warp's lanes",
+        elect, ("            with elect_one():\n",
+                "            if warp.rank == 0 and lane.id == 0:\n"), at="empty[s].arrive()")
+    add("mbar_expect_tx_under_lane", "raw mbarriers", "CK303",
+        "expect_tx under lane 1: its elected thread (thread 0) never arms the phase",
+        r1, ("            full[s].expect_tx(",
+             "            if lane.id == 1:\n                full[s].expect_tx("),
+        at="full[s].expect_tx(")
     add("mbar_expect_tx_short", "raw mbarriers", "CK302",
         "expect_tx announces only the A tile",
         r3, ("expect_tx(BM * BK * 2 + BN * BK * 2)", "expect_tx(BM * BK * 2)"),

@@ -100,7 +100,12 @@ def pipeline_release(op: Op, ctx: LowerContext) -> str:
 def mbarrier_arrive(op: Op, ctx: LowerContext) -> str:
     """Exactly the arrivals `per` names: every thread, lane 0 of every warp once the warp's
     lanes have met, or the role's elected thread once its own warp's lanes have met (the
-    other warps of the role are not ordered before it: CK313)."""
+    other warps of the role are not ordered before it: CK313).  Inside `elect_one()` the
+    code already runs in that one thread, whose lanes are elsewhere: a `__syncwarp()` there
+    would wait for lanes that never come, so the arrival is made as it stands.  Under a
+    condition that splits a warp's lanes the meeting cannot be made either, which the
+    verifier reports (CK314); `per="thread"` lowers to one arrival per thread that runs it,
+    the count `arrivers.py` takes."""
     bar = ctx.barrier(op.args["self"])
     count = ctx.int_value(op.args["count"])
     ctx.features.add("mbarrier")
@@ -108,7 +113,7 @@ def mbarrier_arrive(op: Op, ctx: LowerContext) -> str:
     scope = arrival_scope(op)
     if scope == "thread":
         return code
-    if ctx.g.single:  # the role's body already runs in its one elected thread
+    if ctx.g.single or ctx.elected:  # already in the one elected thread: no lanes to meet
         return code
     if scope == "warp":
         return f"__syncwarp(); if (lane == 0) {{ {code} }}"

@@ -116,7 +116,11 @@ def mbarrier_arrive(op: Op, ctx: SimContext) -> None:
     n = ctx.int(op, "count")
     if scope != "role":  # every warp (lane 0) or every thread of this process arrives
         n *= arrivals(ctx.proc, scope)
-    vc = _elected_clock(ctx, op) if scope == "role" else ctx.proc.vc
+    lanes = ctx.proc.lanes
+    some_warps = lanes is not None and not bool(lanes.any(axis=1).all())
+    # an arrival some warps of the process make no part of vouches, like an elected
+    # one, only for what those warps did before the process's warps last met
+    vc = _elected_clock(ctx, op) if scope == "role" or some_warps else ctx.proc.vc
     if not bar.arrive(vc, n):
         _misuse(ctx, op, f"this arrival makes {bar.count - bar.pending} arrivals on "
                 f"{bar.label}, whose phases expect {bar.count}")
