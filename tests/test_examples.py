@@ -116,6 +116,27 @@ def test_gemm_sm90_design() -> None:
     assert [op.args["n"].sym.const for op in _ops(mma.body, "wgmma_wait")] == [1, 0]  # type: ignore[union-attr]
 
 
+def test_gemm_sm90_tma_epilogue_design() -> None:
+    k = _kernel("gemm_sm90_tma_epilogue.cake")
+    assert {n: (r.warp_start, r.warp_stop, r.regs) for n, r in k.roles.items()} == {
+        "load": (0, 4, 40), "mma": (4, 12, 232)}
+    smem = _smem(k)
+    # gemm_sm90's ring plus two 128x64 bf16 sub-tiles, swizzled like the ring
+    assert smem["sc"].shape == (2, 128, 64) and smem["sc"].layout == SmemLayout("row", 128)
+    assert smem["sc"].nbytes == 2 * 128 * 64 * 2 == 32768
+    assert sum(a.nbytes for a in k.smem) == 196608 + 32768 + 64 <= 227 * 1024
+    mma = k.roles["mma"]
+    # the epilogue: no per-thread global store; per sub-tile one stmatrix, one fence, one
+    # TMA store, two named barriers; the last store waited for before the block exits
+    assert not _ops(mma.body, "store")
+    for name, count in (("stmatrix", 1), ("fence_proxy_async", 1), ("tma_store", 1),
+                        ("barrier_sync", 2)):
+        assert len(_ops(mma.body, name)) == count, name
+    loops = [n for n in walk_nodes(mma.body) if isinstance(n, ForOp)]
+    assert _ops(loops[-1].body, "stmatrix") and _ops(loops[-1].body, "tma_store")
+    assert [op.args["n"].sym.const for op in _ops(mma.body, "tma_store_wait")] == [1, 0]  # type: ignore[union-attr]
+
+
 def test_tinygemm_sm90_design() -> None:
     k = _kernel("tinygemm_sm90.cake")
     assert (k.arch, k.warps, len(k.grid)) == ("sm_90a", 8, 1)

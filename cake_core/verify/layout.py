@@ -272,7 +272,8 @@ def _conflicts(g: Geometry, uses: list[Use], decl: Op) -> Diagnostic | None:
 
 def _describe(g: Geometry, u: Use, r: banks.BankReport) -> str:
     if u.kind is SmemAccess.LDMATRIX:
-        return (f"ldmatrix reads `{g.name}` with {r.worst}-way bank conflicts: {r.wavefronts} "
+        verb = "writes" if u.arg in u.op.prim.effects.writes else "reads"
+        return (f"{u.op.name} {verb} `{g.name}` with {r.worst}-way bank conflicts: {r.wavefronts} "
                 f"wavefronts per warp where {r.phases} would do ({r.extra} extra)")
     verb = f"{u.op.name} {'to' if u.arg in u.op.prim.effects.writes else 'from'}"
     return (f"{verb} `{g.name}` has {r.worst}-way bank conflicts: {r.extra} extra wavefronts "

@@ -28,6 +28,7 @@ TASK = Task(
     description=__doc__.strip().splitlines()[0],
     kernels=(
         KernelEntry("../gemm_sm90.cake", "gemm_sm90"),
+        KernelEntry("../gemm_sm90_tma_epilogue.cake", "gemm_sm90_tma_epilogue"),
         KernelEntry(
             "../tinygemm_sm90.cake", "tinygemm_sm90", params={"B": "W"},
             shapes=(Shape({"M": 16, "N": 8192, "K": 8192}, 1.0, "decode, 16 tokens"),

@@ -18,6 +18,7 @@ from cake_core.lower.prelude import (
     mbarrier,
     mma,
     setmaxnreg,
+    stmatrix,
     tma,
     wgmma,
 )
@@ -49,10 +50,11 @@ HEADER = """\
 
 #: Feature group (the names facets add to `ctx.features`) -> its helpers.
 GROUPS = {"common": common.TEXT, "mbarrier": mbarrier.TEXT, "tma": tma.TEXT,
-          "cp_async": cp_async.TEXT, "ldmatrix": ldmatrix.TEXT, "mma": mma.TEXT,
+          "cp_async": cp_async.TEXT, "ldmatrix": ldmatrix.TEXT, "stmatrix": stmatrix.TEXT,
+          "mma": mma.TEXT,
           "wgmma": wgmma.TEXT, "setmaxnreg": setmaxnreg.TEXT, "cluster": cluster.TEXT}
-ORDER = ("common", "mbarrier", "tma", "cp_async", "ldmatrix", "mma", "wgmma", "setmaxnreg",
-         "cluster")
+ORDER = ("common", "mbarrier", "tma", "cp_async", "ldmatrix", "stmatrix", "mma", "wgmma",
+         "setmaxnreg", "cluster")
 
 
 def render_prelude(groups: set[str], wgmma_shapes: set[tuple[int, DType]]) -> str:

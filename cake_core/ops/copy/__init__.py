@@ -1,4 +1,4 @@
-"""Data movement: TMA, cp.async, ldmatrix and plain loads/stores."""
+"""Data movement: TMA, cp.async, ldmatrix, stmatrix and plain loads/stores."""
 
 from __future__ import annotations
 
@@ -117,6 +117,56 @@ def _ldmatrix_rule(ctx: CallContext) -> Type:
     # A `.T` view of a K-major (N, K) tile is how a kernel spells the B operand.
     layout = FragLayout.MMA_B if src.transposed else FragLayout.MMA_A
     return FragmentType(src.dtype, src.shape, layout)
+
+
+# --- stmatrix ---------------------------------------------------------------------------------
+def _stmatrix_rule(ctx: CallContext) -> Type:
+    """Checks what the x4 instruction can store: 16-bit pairs of an accumulator fragment,
+    whole 8x8 matrices, and a destination that is one `part` of the fragment's columns."""
+    dst, src = ctx.type("dst"), ctx.type("src")
+    assert isinstance(dst, SmemType)
+    assert isinstance(src, FragmentType)
+    if src.layout != FragLayout.WGMMA_ACC:
+        return ctx.error(codes.TYPE_MISMATCH,
+                         f"stmatrix stores a wgmma_acc fragment (the cast of a wgmma "
+                         f"accumulator); `src` has layout {src.layout.value}", "src")
+    if src.dtype.bits != 16:
+        at = ctx.at("src")
+        convert = Fix(f"convert with cast(..., {dst.dtype.value})",
+                      (TextEdit(Span(at.start, at.start), "cast("),
+                       TextEdit(Span(at.end, at.end), f", {dst.dtype.value})")),
+                      Applicability.UNSAFE)
+        return ctx.error(codes.DTYPE_MISMATCH, f"stmatrix moves 16-bit elements; `src` is "
+                         f"{src.dtype.value}: convert first with cast()", "src",
+                         fixes=[convert] if dst.dtype.bits == 16 else [])
+    if dst.dtype != src.dtype:
+        return ctx.error(codes.DTYPE_MISMATCH, f"stmatrix stores a {src.dtype.value} fragment "
+                         f"into a {dst.dtype.value} buffer; stores do not convert", "src")
+    if len(dst.shape) != 2 or len(src.shape) != 2:
+        return ctx.error(codes.SHAPE_MISMATCH, "stmatrix stores a 2-D fragment into a 2-D view",
+                         "dst")
+    rows, cols = (d.const for d in dst.shape)
+    frows, fcols = (d.const for d in src.shape)
+    if rows is None or cols is None or frows is None or fcols is None:
+        return ctx.error(codes.NOT_CONSTANT, "stmatrix shapes must be compile-time constants",
+                         "dst")
+    if cols % 16:
+        return ctx.error(codes.SHAPE_MISMATCH,
+                         f"stmatrix stores pairs of 8x8 matrices side by side: the view's "
+                         f"{cols} columns are not a multiple of 16", "dst")
+    if rows != frows or fcols % cols:
+        return ctx.error(codes.SHAPE_MISMATCH,
+                         f"stmatrix stores a ({rows}, {cols}) part of the fragment; "
+                         f"{shape_str(src.shape)} does not split into parts of "
+                         f"{shape_str(dst.shape)}", "dst",
+                         notes=["the view has the fragment's rows and a whole fraction of "
+                                "its columns; `part` selects which"])
+    parts = fcols // cols
+    part = ctx.int("part")
+    if part is not None and not 0 <= part < parts:
+        return ctx.error(codes.BAD_INDEX, f"`part` {part} is out of range: the fragment has "
+                         f"{parts} part(s) of {cols} columns", "part")
+    return NoneType()
 
 
 def _load_rule(ctx: CallContext) -> Type:
@@ -243,6 +293,35 @@ b = ldmatrix(sb[s].tile((WN, 16), (wn, kk)).T)
         effects=EffectSpec(reads=("src",), smem_access=(("src", SmemAccess.LDMATRIX),)),
         requires=frozenset({Feature.LDMATRIX}), facets=_FACETS.of("ldmatrix"),
         traits=frozenset({Trait.REGISTER_STAGING, Trait.WARP_COLLECTIVE}),
+    ),
+    Primitive(
+        "stmatrix", "copy",
+        (param("dst", SmemType), param("src", FragmentType), param("part", IntType, default=0)),
+        _stmatrix_rule,
+        """Store 16-bit 8x8 matrices of an accumulator into shared memory (a warp collective).
+
+`src` is a 16-bit `wgmma_acc` fragment, usually `cast(acc, bf16)`; `dst` is a 2-D view
+with the fragment's rows and a whole fraction of its columns, and `part` (an int, may be
+a loop variable) selects which columns: part `j` stores columns `[j * W, (j + 1) * W)` of
+`src`, W the view's width.  Each warp stores the rows it holds, one
+`stmatrix.sync.aligned.m8n8.x4` per 16x16 block, at lane addresses that follow the view's
+layout (swizzle included); a `.T` view uses the `.trans` form.  The writes are ordinary
+(generic-proxy) shared-memory writes: `fence_proxy_async()` by every writer, then a barrier,
+before a `tma_store` reads them.
+
+```python
+for j in range(BN // EN):
+    stmatrix(sc, cast(acc, bf16), j)   # columns j * EN .. of the accumulator
+    fence_proxy_async()
+    barrier_sync(1, 8)
+    tma_store(C.tile((BM, EN), (block.x, block.y * (BN // EN) + j)), sc)
+```""",
+        signature_doc="stmatrix(dst, src, part=0)",
+        effects=EffectSpec(reads=("src",), writes=("dst",),
+                           smem_access=(("dst", SmemAccess.LDMATRIX),)),
+        requires=frozenset({Feature.STMATRIX}), facets=_FACETS.of("stmatrix"),
+        traits=frozenset({Trait.WARP_COLLECTIVE}),
+        unsupported="stmatrix needs sm_90; on sm_80 store the fragment with store()",
     ),
     Primitive(
         "load", "copy",

@@ -90,3 +90,13 @@ def store(op: Op, ctx: CostContext) -> CostRecord:
         return CostRecord(smem_write=_bytes(ctx, dst.type) * reps,
                           smem_conflict=ctx.smem_conflict(op))
     return CostRecord(writes=(ctx.tile_access(dst, latency=SERIAL, replicas=reps),))
+
+
+# --- stmatrix ---------------------------------------------------------------------------------
+def stmatrix(op: Op, ctx: CostContext) -> CostRecord:
+    """Shared-memory writes of one part of an accumulator: 16-byte rows, 8 per phase like
+    ldmatrix, at the wavefronts the destination's layout costs; one instruction per
+    512 bytes a warp stores (x4: four 8x8 matrices of 16-bit elements)."""
+    nbytes = _bytes(ctx, op.args["dst"].type) * ctx.replicas(op)
+    return CostRecord(smem_write=nbytes, smem_conflict=ctx.smem_conflict(op),
+                      issue=nbytes / 512.0)

@@ -24,7 +24,7 @@ from cake_core.lower.context import FragVar, LowerContext, SmemRef, TileRef, add
 from cake_core.lower.context import mul as smul
 from cake_core.lower.fragments import Nest, coord, frag_result, index, nest
 from cake_core.lower.layout_rules import with_layouts
-from cake_core.lower.layouts import LANE, THREAD_RANK, ZERO, cvar
+from cake_core.lower.layouts import LANE, THREAD_RANK, WARP_RANK, WG_RANK, ZERO, cvar
 from cake_core.lower.plan import LowerError
 
 
@@ -336,5 +336,62 @@ def _access(op: Op, ctx: LowerContext, fv: FragVar, arg: str, *, store: bool) ->
     return f"{outer.header}{{ {body} }}" if decls else f"{outer.header}{body}"
 
 
-__all__ = ["cp_async", "cp_async_commit", "cp_async_wait", "ldmatrix", "load", "store",
-           "tma_load", "tma_store", "tma_store_wait"]
+__all__ = ["cp_async", "cp_async_commit", "cp_async_wait", "ldmatrix", "load", "stmatrix",
+           "store", "tma_load", "tma_store", "tma_store_wait"]
+
+
+# --- stmatrix -------------------------------------------------------------------------------
+def stmatrix(op: Op, ctx: LowerContext) -> str:
+    """One x4 per 16x16 block of the part, per 64-row wgmma slab (PTX ISA 9.7.14.5.16).
+
+    In a wgmma accumulator (`layouts.wgmma_acc`) warp w of a warpgroup holds rows
+    16 * (w % 4) .. + 15 of each slab; lane l holds row l / 4 (+ 8) and columns
+    2 * (l % 4) + {0, 1} of every 8-column block j, in registers 4 * j + 2 * i + c.  So the
+    four 8x8 matrices (rows +0 / +8) x (columns 8j / 8j + 8) that one x4 stores are the
+    eight consecutive registers from 4 * j, in the instruction's register order, and lane l
+    addresses row l % 8 of matrix i = l / 8: rows + 8 * (i % 2), columns 8 * (j + i / 2).
+    The address goes through the view's layout (`smem_offset`: the swizzle TMA uses).
+    """
+    ref = ctx.smem_ref(op, "dst")
+    fv = ctx.frag(op, "src")
+    at = op.arg_spans.get("src", op.span)
+    p = fv.dist.parent
+    if p.kind != "wgmma_acc" or fv.dist.axes != (0, 1):
+        raise LowerError(at, "stmatrix is lowered for wgmma accumulator fragments")
+    rows, width = ref.view.rows, ref.view.cols
+    trans = ref.view.transposed
+    if trans:
+        rows, width = width, rows
+    m, n = p.shape
+    slab_loop = p.loops[0]
+    slabs = slab_loop.extent
+    wgs = m // (slabs * 64)
+    if rows != m or width % 16 or n % width:
+        raise LowerError(op.arg_spans.get("dst", op.span),
+                         f"stmatrix stores ({m}, k * 16) parts of a ({m}, {n}) fragment, "
+                         f"not ({rows}, {width})")
+    part_v = op.args["part"]
+    if part_v.sym is None:
+        raise LowerError(op.arg_spans.get("part", op.span), "`part` must be an int")
+    ctx.features.add("stmatrix")
+    mat = S.floordiv(LANE, Const(8))
+    r8 = S.mod(LANE, Const(8))
+    row = S.add(S.mul(S.mod(WARP_RANK, Const(4)), Const(16)),
+                S.mul(S.mod(mat, Const(2)), Const(8)))  # first row of the lane's matrix
+    if wgs > 1:
+        row = S.add(S.mul(WG_RANK, Const(m // wgs)), row)
+    mv = ctx.loop_var("m") if slabs > 1 else None
+    qv = ctx.loop_var("q") if width > 16 else None
+    row = S.add(_term(mv, 64), row)
+    col = S.add(_term(qv, 16), S.mul(S.floordiv(mat, Const(2)), Const(8)))
+    if trans:  # stored (cols, rows): lane l addresses stored row l % 8 of matrix l / 8
+        prow, pcol = S.add(col, r8), row
+    else:
+        prow, pcol = S.add(row, r8), col
+    addr = "smem_u32 + " + ctx.smem_offset(ref, prow, pcol)
+    part = ctx.sym(part_v.sym)
+    reg = add(add(_idx(mv, n // 8 * 4), smul(f"({part})", width // 2)), _idx(qv, 8))
+    hdr = (f"CAKE_FOR({mv}, {slabs}) " if mv else "") + (f"CAKE_FOR({qv}, {width // 16}) "
+                                                         if qv else "")
+    fn = "cake_stmatrix_x4_trans" if trans else "cake_stmatrix_x4"
+    return f"{hdr}{fn}({addr}, &{fv.cname}[{reg}]);"

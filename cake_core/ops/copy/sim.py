@@ -156,3 +156,25 @@ def store(op: Op, ctx: SimContext) -> None:
     else:
         assert isinstance(dst, TileRef)
         ctx.global_write(dst, bits.reshape(dst.shape), op)
+
+
+# --- stmatrix ---------------------------------------------------------------------------------
+def stmatrix(op: Op, ctx: SimContext) -> None:
+    """Writes part `part` of the fragment's columns, as the group's warps together do.
+
+    The lane-level distribution only decides which thread writes which element; the
+    elements written and the proxy they go through (generic: a `tma_store` of them needs
+    a fence) are those of a plain `store` of the same columns."""
+    f = ctx.frag(op, "src")
+    dst = ctx.view(op, "dst")
+    rows, width = dst.logical_shape
+    part = ctx.int(op, "part")
+    parts = f.array.shape[1] // width
+    if not 0 <= part < parts:
+        ctx.report(codes.SIM_OUT_OF_BOUNDS, op.span,
+                   f"stmatrix part {part} is out of range: the fragment has {parts} part(s) "
+                   f"of {width} columns", key=("stmatrix-part", id(op)))
+        return None
+    cols = f.array[:, part * width:(part + 1) * width]
+    ctx.smem_write(dst, encode(cols, f.dtype).reshape(rows, width), op)
+    return None

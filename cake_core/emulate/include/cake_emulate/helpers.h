@@ -159,6 +159,20 @@ inline void cake_ldmatrix_x4_trans(uint32_t* r, uint32_t addr, CAKE_LOC) {
 inline void cake_ldmatrix_x2_trans(uint32_t* r, uint32_t addr, CAKE_LOC) {
   ::cake_emu::ldmatrix(r, addr, 2, true, ::cake_emu::at({CAKE_LOC_ARGS}));
 }
+template <typename T>
+inline void cake_stmatrix_x4(uint32_t addr, const T* v, CAKE_LOC) {
+  static_assert(sizeof(T) == 2, "stmatrix stores 16-bit elements");
+  uint32_t r[4];
+  std::memcpy(r, static_cast<const void*>(v), sizeof r);
+  ::cake_emu::stmatrix(addr, r, 4, false, ::cake_emu::at({CAKE_LOC_ARGS}));
+}
+template <typename T>
+inline void cake_stmatrix_x4_trans(uint32_t addr, const T* v, CAKE_LOC) {
+  static_assert(sizeof(T) == 2, "stmatrix stores 16-bit elements");
+  uint32_t r[4];
+  std::memcpy(r, static_cast<const void*>(v), sizeof r);
+  ::cake_emu::stmatrix(addr, r, 4, true, ::cake_emu::at({CAKE_LOC_ARGS}));
+}
 inline void cake_mma_m16n8k16_f16(float* d, const uint32_t* a, const uint32_t* b, CAKE_LOC) {
   ::cake_emu::mma_m16n8k16(d, a, b, 1, ::cake_emu::at({CAKE_LOC_ARGS}));
 }

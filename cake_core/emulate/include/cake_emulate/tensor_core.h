@@ -1,5 +1,5 @@
 // Tensor-core and matrix-load instructions from the PTX ISA, not from the lowering:
-// ldmatrix (9.7.14.5.15), mma.sync m16n8k16 (9.7.14.5.8, fragment layouts of its
+// ldmatrix (9.7.14.5.15), stmatrix (9.7.14.5.16), mma.sync m16n8k16 (9.7.14.5.8, fragment layouts of its
 // figures), wgmma.mma_async with shared-memory descriptors (9.7.15.5.1: start address,
 // leading and stride byte offsets, swizzle mode) and the m64nNk* accumulator layout
 // (9.7.15.5.1.1 "Register fragments"), and setmaxnreg (9.7.19.8) with the block's
@@ -51,6 +51,31 @@ inline void ldmatrix(uint32_t* r, uint32_t addr, int nmat, bool trans, Loc loc) 
       std::memcpy(&e[j], p, 2);
     }
     r[i] = static_cast<uint32_t>(e[0]) | (static_cast<uint32_t>(e[1]) << 16);
+  }
+}
+
+// ---- stmatrix (9.7.14.5.16) ------------------------------------------------------------------
+// The mirror of ldmatrix: lane l supplies the address of row l % 8 of matrix l / 8; register i
+// of lane l holds the elements ldmatrix_coord(l, j, trans) of matrix i, which that lane writes
+// (generic-proxy writes of the lane's thread: it is the one that must fence them).
+inline void stmatrix(uint32_t addr, const uint32_t* r, int nmat, bool trans, Loc loc) {
+  Thread& t = cur();
+  Block& b = blk();
+  const auto* all = warp_exchange(&addr, 4, trans ? "stmatrix.trans" : "stmatrix", loc);
+  const int lane = t.tid % 32;
+  for (int i = 0; i < nmat; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      const auto [row, col] = ldmatrix_coord(lane, j, trans);
+      uint32_t ra;
+      std::memcpy(&ra, all[i * 8 + row], 4);
+      if (ra % 16 != 0) fail("smem_bounds", fmt("stmatrix row address %u is not 16-byte aligned",
+                                                ra - SMEM_BASE), loc);
+      const uint32_t a = ra + 2u * static_cast<uint32_t>(col);
+      unsigned char* p = smem_at(b, a, 2, "stmatrix", loc);
+      const uint16_t e = static_cast<uint16_t>(r[i] >> (16 * j));
+      mark_generic_write(b, a, 2);
+      std::memcpy(p, &e, 2);
+    }
   }
 }
 
