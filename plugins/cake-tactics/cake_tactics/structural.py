@@ -1,7 +1,8 @@
 """Tactics that restructure a kernel: who copies, how, and which tiles a block computes.
 
 Unlike the retuning tactics (`tactics.py`), these move statements between roles and
-loops, or (`double_buffer.py`) peel and unroll a loop to alternate two accumulators.
+loops, or (`double_buffer.py`) peel and unroll a loop to alternate two accumulators, or
+(`pingpong.py`) split a consumer role into two that take turns.
 Each recognises a precise form on the typed IR, rebuilds the affected statements from
 their own source lines, and is offered only when the result verifies.
 """
@@ -11,8 +12,10 @@ from __future__ import annotations
 from cake_tactics.async_copy import ASYNC_COPY
 from cake_tactics.double_buffer import ACC_DOUBLE_BUFFER
 from cake_tactics.persistent import PERSISTENT_TILES
+from cake_tactics.pingpong import CONSUMER_PINGPONG
 from cake_tactics.warp_specialize import WARP_SPECIALIZE
 
-STRUCTURAL = (WARP_SPECIALIZE, ASYNC_COPY, PERSISTENT_TILES, ACC_DOUBLE_BUFFER)
+STRUCTURAL = (WARP_SPECIALIZE, ASYNC_COPY, PERSISTENT_TILES, ACC_DOUBLE_BUFFER, CONSUMER_PINGPONG)
 
-__all__ = ["ACC_DOUBLE_BUFFER", "ASYNC_COPY", "PERSISTENT_TILES", "STRUCTURAL", "WARP_SPECIALIZE"]
+__all__ = ["ACC_DOUBLE_BUFFER", "ASYNC_COPY", "CONSUMER_PINGPONG", "PERSISTENT_TILES", "STRUCTURAL",
+           "WARP_SPECIALIZE"]
