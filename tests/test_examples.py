@@ -211,3 +211,21 @@ def test_kmeans_assign_dbuf_design() -> None:
     assert waits == [2, 2]
     assert len(_ops(loop.body, "release")) == 2 and len(_ops(loop.body, "wait")) == 2
     assert 0 in [op.args["n"].sym.const for op in _ops(dist.body, "wgmma_wait")]  # type: ignore[union-attr]
+
+
+def test_kmeans_assign_pingpong_design() -> None:
+    """The ping-pong k-means: the seed's producer, and two one-warpgroup consumer roles of
+    the same pipeline, each with a 64-row tile and the seed's register budget, handing the
+    turn to issue wgmmas over by named barriers 1 and 2 (both sides' 8 warps)."""
+    seed, k = _kernel("kmeans_assign_sm90.cake"), _kernel("kmeans_assign_sm90_pingpong.cake")
+    assert (k.roles["load"].warp_start, k.roles["load"].warp_stop, k.roles["load"].regs) == (
+        seed.roles["load"].warp_start, seed.roles["load"].warp_stop, seed.roles["load"].regs)
+    assert {n: (r.warp_start, r.warp_stop, r.regs) for n, r in k.roles.items() if n != "load"} \
+        == {"dist0": (4, 8, 232), "dist1": (8, 12, 232)}
+    assert sum(a.nbytes for a in k.smem) == sum(a.nbytes for a in seed.smem)
+    for name, sync, arrive in (("dist0", 2, 1), ("dist1", 1, 2)):
+        body = k.roles[name].body
+        assert [op.args["id"].sym.const for op in _ops(body, "barrier_sync")] == [sync]  # type: ignore[union-attr]
+        assert [op.args["id"].sym.const for op in _ops(body, "barrier_arrive")] == [arrive]  # type: ignore[union-attr]
+        assert all(op.args["warps"].sym.const == 8  # type: ignore[union-attr]
+                   for op in _ops(body, "barrier_sync") + _ops(body, "barrier_arrive"))

@@ -704,3 +704,42 @@ def test_a_tail_peeled_by_parity_is_checked_on_both_sides() -> None:
     assert d.span.start.line + 1 == line_of(bad, "chunks.release()          # the stage of "
                                             "chunk K // BN - 2")
     assert run(fixed(bad, d)) == []
+
+
+# --- CK319, CK320 named barrier counts ---
+KMEANS_PINGPONG = (ROOT / "examples" / "kmeans_assign_sm90_pingpong.cake").read_text(
+    encoding="utf-8")
+
+
+def test_kmeans_ping_pong_is_clean() -> None:
+    assert run(KMEANS_PINGPONG) == []
+
+
+def test_ping_pong_turn_never_handed_over_deadlocks() -> None:
+    """dist0 issues and never lets dist1 take its turn."""
+    bad = edit(KMEANS_PINGPONG, "            barrier_arrive(WG1_TURN, 8)     # dist1 may issue "
+               "chunk j\n", "")
+    d = only(bad, "CK311")
+    assert "role 'dist1' waits at `barrier_sync(WG1_TURN, 8)`" in d.message
+
+
+def test_ping_pong_both_waiting_first_deadlocks() -> None:
+    bad = edit(KMEANS_PINGPONG, "            if j > 0:\n                barrier_sync(WG0_TURN, 8)",
+               "            if j >= 0:\n                barrier_sync(WG0_TURN, 8)")
+    d = only(bad, "CK311")
+    assert "role 'dist0'" in d.message and "role 'dist1'" in d.message
+
+
+def test_arrival_counting_only_its_own_warps_orders_nothing() -> None:
+    bad = KMEANS_PINGPONG.replace("WG1_TURN, 8)", "WG1_TURN, 4)")
+    d = only(bad, "CK320")
+    assert "`barrier_arrive(1, 4)` by role 'dist0' (4 warps)" in d.message
+    assert d.span.start.line + 1 == line_of(bad, "barrier_arrive(WG1_TURN, 4)")
+
+
+def test_sides_naming_different_counts() -> None:
+    bad = edit(KMEANS_PINGPONG, "barrier_arrive(WG1_TURN, 8)", "barrier_arrive(WG1_TURN, 12)")
+    d = only(bad, "CK319")
+    assert "counted as 8 warps here by role 'dist1' but as 12 warps by role 'dist0'" \
+        in d.message
+    assert d.related[0].span.start.line + 1 == line_of(bad, "barrier_arrive(WG1_TURN, 12)")

@@ -33,6 +33,7 @@ from cake_core.cost.prediction import CATEGORIES, Prediction, bottleneck_detail,
 from cake_core.cost.record import FREE, ONCE, PIPELINED, SERIAL, CostRecord
 from cake_core.cost.work import STEADY, KernelProfile, OpWork, WaveShape
 from cake_core.hardware import GpuSpec
+from cake_core.ir.types import PipelineType
 from cake_core.verify.register_estimate import ALL_WARPS
 
 Term = tuple[float, list[int], list[float], str]
@@ -229,32 +230,64 @@ class _Pricing:
           whole.  Warpgroups staggered by named barriers (a ping-pong schedule) overlap
           one's MMA with another's math: the longer of one warpgroup's sequence,
           `(T + C) / g + S` (`max(T, C) / g + S` without a drain), and the pipes they keep
-          busy, `max(T, C) + contention x min(T, C)`."""
+          busy, `max(T, C) + contention x min(T, C)`.
+        - consumer roles of one pipeline are released by the same stage, so they are priced
+          as one role of all their warpgroups (`lockstep_groups`): in lockstep, or as a
+          ping-pong when every one of them meets the others at named barriers."""
         times, ops, kappa = self.times, self.p.ops, self.c.pipe_contention
         chains: dict[str, Chain] = {}
-        for role in self.roles:
-            idx = [i for i in self.steady if ops[i].role == role]
+        for group in self.lockstep_groups():
+            idx = [i for i in self.steady if ops[i].role in group]
             tc = sum(times[i].tc * ops[i].execs for i in idx)
             cu = sum(times[i].cuda * ops[i].execs for i in idx)
             comp = [(times[i].tc + times[i].cuda) * ops[i].execs for i in idx]
             syn = [(times[i].sync + times[i].issue) * ops[i].execs for i in idx]
-            waits = sum(syn)
+            # the roles of a group wait side by side: one role's waits are the group's
+            waits = sum(syn) / len(group)
             kinds = {kind for i in idx for kind, _ in ops[i].record.sync}
             # mma.sync is synchronous to the warps that issue it: they wait in between
             families = {t.family for i in idx if (t := ops[i].record.tensor) is not None}
             asynchronous = bool(families & ASYNC_MMA)
             drains = "wgmma_wait0" in kinds or not asynchronous
             pipes = max(tc, cu) + kappa * min(tc, cu)
-            g = self.warpgroups(role)
-            if g > 1 and "named_barrier" in kinds:
+            g = sum(self.warpgroups(role) for role in group)
+            if g > 1 and all("named_barrier" in self.sync_kinds(r) for r in group):
                 one = ((tc + cu) if drains else max(tc, cu)) / g + waits
                 secs = max(one, pipes)
             elif drains:
                 secs = tc + cu + waits
             else:
                 secs = max(pipes, cu + waits)
-            chains[f"role:{role}"] = (secs, idx, comp, syn)
+            chains["role:" + "+".join(group)] = (secs, idx, comp, syn)
         return chains
+
+    def sync_kinds(self, role: str) -> set[str]:
+        """The kinds of synchronisation a role's steady ops perform."""
+        ops = self.p.ops
+        return {kind for i in self.steady if ops[i].role == role
+                for kind, _ in ops[i].record.sync}
+
+    def lockstep_groups(self) -> list[tuple[str, ...]]:
+        """The roles priced together: each role alone, except the consumer roles of one
+        pipeline (every stage releases all of them at once), which share the SM's tensor and
+        CUDA cores as the warpgroups of one role do: in lockstep, or staggered when all of
+        them synchronise on named barriers (a ping-pong)."""
+        shared: dict[str, set[str]] = {}
+        for v in self.p.kernel.values.values():
+            t = v.type
+            if isinstance(t, PipelineType) and len(t.consumers) > 1:
+                cons = [r for r in t.consumers if r in self.roles]
+                for r in cons:
+                    shared.setdefault(r, set()).update(cons)
+        groups: list[tuple[str, ...]] = []
+        seen: set[str] = set()
+        for role in self.roles:
+            if role in seen:
+                continue
+            members = sorted(shared.get(role, {role}))
+            seen.update(members)
+            groups.append(tuple(members))
+        return groups
 
     def warpgroups(self, role: str) -> int:
         """Warpgroups (4 warps, one per SM sub-partition) that share a role's work."""

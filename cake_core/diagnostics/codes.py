@@ -278,6 +278,13 @@ SMEM_OVERLAP = _builtin(
 SMEM_OFFSET_MISALIGNED = _builtin(
     "CK318", "smem-offset-misaligned",
     "A buffer placed by hand is not aligned as its layout and TMA need.")
+# CK319, CK320: named barriers between roles (cake_core/verify/deadlock.py)
+NAMED_BARRIER_COUNT = _builtin(
+    "CK319", "named-barrier-count-mismatch",
+    "Roles meeting at one named barrier name different warp counts.")
+NAMED_ARRIVE_ALONE = _builtin(
+    "CK320", "named-arrive-alone",
+    "A barrier_arrive completes its named barrier by itself, so it orders nothing.")
 
 # --- CK4xx: layouts and memory access (cake_core/verify/layout.py, bounds.py) --------------
 SWIZZLE_ROW_MISMATCH = _builtin(

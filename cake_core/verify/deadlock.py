@@ -1,4 +1,5 @@
-"""All agents run together on their unrolled programs (CK311, CK312, CK308, CK306, CK309).
+"""All agents run together on their unrolled programs (CK311, CK312, CK308, CK306, CK309,
+CK319, CK320).
 
 A bounded symbolic execution: every agent runs its events in order until it blocks, then
 the next agent runs, until nobody can move.  Blocking follows the hardware: a pipeline
@@ -65,6 +66,8 @@ class _Named:
     arrived: set[int] = field(default_factory=set)
     pending: Clock = field(default_factory=dict)
     done: dict[int, Clock] = field(default_factory=dict)
+    ops: list[tuple[int, Op]] = field(default_factory=list)  # the open generation's arrivals
+    need: int = 0  # the count its first arrival named
 
 
 @dataclass(slots=True)
@@ -75,6 +78,10 @@ class _Record:
     key: object
     value: int
     fenced: bool = True
+
+
+_NOT_RACES = {codes.PARITY_DRIFT.code, codes.NAMED_ARRIVE_ALONE.code,
+              codes.NAMED_BARRIER_COUNT.code}
 
 
 class Engine:
@@ -117,7 +124,7 @@ class Engine:
                     self.blocked_at[i] = self.tick
             else:
                 break
-        races = [d for d in self.diagnostics if d.code != codes.PARITY_DRIFT.code]
+        races = [d for d in self.diagnostics if d.code not in _NOT_RACES]
         if races:  # a race comes first in the run; what hangs after it is its consequence
             return races
         if not self.stopped:
@@ -181,10 +188,10 @@ class Engine:
                 return False
             _join(self.clock[i], bar.done)
         elif isinstance(s, BarrierSync):
-            return self.barrier(i, s)
+            return self.barrier(i, s, ev.op)
         return True
 
-    def barrier(self, i: int, s: BarrierSync) -> bool:
+    def barrier(self, i: int, s: BarrierSync, op: Op) -> bool:
         nb = self.named.setdefault(s.id, _Named())
         if i in self.waiting:
             gen = self.waiting[i][1]
@@ -194,14 +201,21 @@ class Engine:
             _join(self.clock[i], nb.done[gen])
             return True
         gen = nb.generation
+        if nb.ops and nb.need != s.warps:
+            self.count_mismatch(i, s, op, nb)
+        elif not nb.ops:
+            nb.need = s.warps
         nb.warps += self.agents[i].warps
         nb.arrived.add(i)
+        nb.ops.append((i, op))
         _join(nb.pending, self.clock[i])
         self.clock[i][i] += 1
         if nb.warps >= s.warps:
+            if not s.wait and len(nb.ops) == 1:
+                self.arrival_alone(i, s, op)
             nb.done[gen] = dict(nb.pending)
             nb.generation += 1
-            nb.warps, nb.arrived, nb.pending = 0, set(), {}
+            nb.warps, nb.arrived, nb.pending, nb.ops = 0, set(), {}, []
         if not s.wait:
             return True
         if nb.generation > gen:
@@ -321,6 +335,37 @@ class Engine:
             f"proxy, but {other} wrote it with generic stores (line {r.op.span.start.line + 1}) "
             "and did not call `fence_proxy_async()` before handing it over",
             related=[Related(r.op.span, "the unfenced write")]))
+
+    # -- named barriers that order nothing (CK320) or are left open (CK319) --
+    def arrival_alone(self, i: int, s: BarrierSync, op: Op) -> None:
+        """A `barrier_arrive` whose own warps complete the generation: nobody can be waiting
+        in it, so the arrival orders nothing (the count leaves out the waiting side)."""
+        if ("alone", id(op)) in self._seen:
+            return
+        self._seen.add(("alone", id(op)))
+        a = self.agents[i]
+        self.diagnostics.append(codes.NAMED_ARRIVE_ALONE.at(
+            op.span, f"`barrier_arrive({s.id}, {s.warps})` by {a.label} ({a.warps} warps) "
+            f"completes named barrier {s.id} on its own: no warp can be waiting in it, so "
+            "the arrival orders nothing",
+            notes=[f"count both sides: the {a.warps} arriving warps plus the warps that "
+                   f"`barrier_sync({s.id}, ...)` waits with"]))
+
+    def count_mismatch(self, i: int, s: BarrierSync, op: Op, nb: _Named) -> None:
+        """Arrivals of one generation that disagree on the barrier's warp count: the
+        hardware's behaviour is undefined, and which count completes the generation
+        depends on who arrives last."""
+        j, first = next(((j, o) for j, o in nb.ops if o is not op), (i, op))
+        key = ("count", id(first), id(op))
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.diagnostics.append(codes.NAMED_BARRIER_COUNT.at(
+            op.span, f"named barrier {s.id} is counted as {s.warps} warps here by "
+            f"{self.agents[i].label} but as {nb.need} warps by {self.agents[j].label}",
+            related=[Related(first.span, f"counted as {nb.need} warps here")],
+            notes=["every arrival and sync of one generation must name the same count: the "
+                   "warps of all the sides that meet there"]))
 
     # -- deadlocks --
     def deadlocks(self) -> None:

@@ -125,6 +125,24 @@ def test_double_buffered_accumulators_overlap_mma_with_the_argmin() -> None:
     assert times == sorted(times) and times[0] < times[-1]
 
 
+def test_ping_pong_consumer_roles_are_staggered_only_with_named_barriers() -> None:
+    """kmeans_assign_sm90_pingpong: two one-warpgroup consumer roles of one pipeline.  The
+    same stage releases both, so without the named barriers they run in lockstep and cost
+    what the seed's two-warpgroup role costs; with them they are priced as a ping-pong,
+    as one role of two staggered warpgroups would be."""
+    text = (ROOT / "examples" / "kmeans_assign_sm90_pingpong.cake").read_text(encoding="utf-8")
+    lockstep_text = "\n".join(ln for ln in text.split("\n") if "barrier_sync(WG" not in ln
+                              and "barrier_arrive(WG" not in ln and "if j " not in ln)
+    assert "barrier_sync(" not in lockstep_text and "barrier_arrive(" not in lockstep_text
+    seed = predict(example("kmeans_assign_sm90.cake"), KMEANS, H200)
+    ping = predict(example("kmeans_assign_sm90_pingpong.cake"), KMEANS, H200)
+    lockstep = predict(kernel_from_text(lockstep_text, "lockstep.cake"), KMEANS, H200)
+    assert set(ping.terms) >= {"role:dist0+dist1", "role:load"}
+    assert lockstep.seconds == pytest.approx(seed.seconds, rel=0.02)
+    assert ping.seconds < seed.seconds / 1.15
+    assert ping.terms["role:dist0+dist1"] < ping.terms["tensor"] + ping.terms["cuda"]
+
+
 def test_a_tail_peeled_by_parity_prices_only_the_side_that_runs() -> None:
     """K // BN = 8 takes the two-chunk tail: the one-chunk `else` side is not priced, so
     the kernel costs less than counting both sides would say (every op's executions are

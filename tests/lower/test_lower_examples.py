@@ -14,7 +14,7 @@ from cake_core.source import SourceFile
 from cake_core.verify.smem_plan import smem_plan
 
 STEMS = ["gemm_sm80", "gemm_sm90", "kmeans_assign_sm90", "kmeans_assign_sm90_dbuf",
-         "tinygemm_sm90"]
+         "kmeans_assign_sm90_pingpong", "tinygemm_sm90"]
 _LINE = re.compile(r'^#line (\d+) "([^"]*)"$')
 
 
@@ -154,6 +154,21 @@ def test_kmeans_dbuf_keeps_one_chunk_in_flight(lowered_examples: dict[str, Lower
     # two accumulators, each waited with the other's two groups still in flight
     assert body.count("cake_wgmma_wait<2>();") == 2 and "cake_wgmma_wait<0>" not in body
     assert "__fmul_rn(2.0f, d0[" in body and "__fmul_rn(2.0f, d1[" in body
+
+
+def test_kmeans_pingpong_orders_the_wgmma_issue(lowered_examples: dict[str, LowerResult]
+                                                ) -> None:
+    """Each consumer warpgroup hands the turn over right after issuing its wgmmas, before
+    it drains them: the other one's MMA queues behind while this one runs its argmin."""
+    cu = lowered_examples["kmeans_assign_sm90_pingpong"].cu
+    assert cu is not None
+    dist0, dist1 = cu.split('// role "dist0"')[1].split('// role "dist1"')
+    for body, sync, arrive in ((dist0, "cake_bar_sync(2, 256);", "cake_bar_arrive(1, 256);"),
+                               (dist1, "cake_bar_sync(1, 256);", "cake_bar_arrive(2, 256);")):
+        issue = body.index("cake_wgmma_commit();")
+        assert body.index(sync) < issue < body.index(arrive) < body.index("cake_wgmma_wait<0>")
+    assert "if (j > 0) {\n        cake_bar_sync(2, 256);" in dist0
+    assert "if (j < K / 128 - 1) {\n        cake_bar_arrive(2, 256);" in dist1
 
 
 def test_tinygemm_stores_through_smem_with_tma(lowered_examples: dict[str, LowerResult]) -> None:

@@ -24,6 +24,7 @@ EXAMPLES = [
     ("gemm_f16_sm80", "examples/gemm_sm80.cake", "gemm_sm80"),
     ("kmeans_assign", "examples/kmeans_assign_sm90.cake", "kmeans_assign_sm90"),
     ("kmeans_assign", "examples/kmeans_assign_sm90_dbuf.cake", "kmeans_assign_sm90_dbuf"),
+    ("kmeans_assign", "examples/kmeans_assign_sm90_pingpong.cake", "kmeans_assign_sm90_pingpong"),
 ]
 
 

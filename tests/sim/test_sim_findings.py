@@ -240,3 +240,14 @@ def test_rebinding_an_accumulator_in_flight_is_seen(launch: Launch) -> None:
     for r in launch(SimKernel.from_text(text, "rebind.cake"), GEMM):
         msgs = [d.message for d in r.diagnostics if d.code == "CK506"]
         assert any("`acc` is re-bound" in m for m in msgs), r.schedule
+
+
+PINGPONG = (ROOT / "examples" / "kmeans_assign_sm90_pingpong.cake").read_text(encoding="utf-8")
+
+
+def test_ping_pong_consumers_are_clean(launch: Launch) -> None:
+    """Two consumer roles ordered by named barriers 1 and 2: every arrival is met by a
+    sync, so no barrier is left open and nothing races."""
+    for r in launch(SimKernel.from_text(PINGPONG, "pingpong.cake"), KMEANS, schedules=3):
+        assert r.diagnostics == [], r.schedule
+
