@@ -88,8 +88,11 @@ def run_experiment(config: EvolveConfig, arms: list[str], repeats: int, *,
 
     gpu = availability().gpu
     runs: list[ArmRun] = []
+    aborted = ""
     for arm in arms:
         for r in range(repeats):
+            if aborted:
+                break
             cfg = replace(config, arm=arm, seed_rng=config.seed_rng + r)
             summary = evolve(cfg, **(evolve_kw or {}))
             store = RunsStore(Path(config.run_dir) / STORE_NAME)
@@ -100,6 +103,8 @@ def run_experiment(config: EvolveConfig, arms: list[str], repeats: int, *,
             runs.append(got)
             if on_run is not None:
                 on_run(got)
+            if summary.exit_code == 2:  # a refused key: every later run would be refused
+                aborted = summary.stop_reason
     rows = []
     for arm in arms:
         mine = [x for x in runs if x.arm == arm]
@@ -115,7 +120,8 @@ def run_experiment(config: EvolveConfig, arms: list[str], repeats: int, *,
             "usd": _median([x.usd for x in mine])})
     return {"schema": "cake.experiment/1", "task": config.task, "model": config.model,
             "budget_tokens": config.budget_tokens, "budget_evals": config.budget_evals,
-            "repeats": repeats, "gpu": gpu, "arms": rows, "runs": [asdict(x) for x in runs]}
+            "repeats": repeats, "gpu": gpu, "arms": rows, "runs": [asdict(x) for x in runs],
+            "aborted": aborted}
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -132,7 +138,7 @@ def markdown(result: dict[str, Any]) -> str:
         measured = num(r["best_measured"], "{:.3f}x") if result["gpu"] else "no GPU"
         lines.append(f"| {r['arm']} | {num(r['best_predicted'], '{:.3f}x')} | {measured} | "
                      f"{num(r['compiled'])}/{num(r['compile_tried'])} | {num(r['passed'])} | "
-                     f"{num(r['evals'])} | {num(r['tokens'])} | ${r['usd']:.4f} |")
+                     f"{num(r['evals'])} | {num(r['tokens'])} | {num(r['usd'], '${:.4f}')} |")
     lines.append("")
     lines.append("best predicted: cost-model speedup over the seed (the cake arm only); "
                  "best measured: speedup over the task's library baseline on the GPU.")
