@@ -44,7 +44,8 @@ class ArmRun:
     compiled: int
     compile_tried: int
     tokens: int
-    usd: float
+    usd: float | None
+    """None when the price is unknown (litellm does not know the model, none was given)."""
     best_predicted: float | None
     best_measured: float | None
 
@@ -69,7 +70,7 @@ def arm_run(store: RunsStore, arm: str, repeat: int, summary: Any) -> ArmRun:
                   summary.proposed, sum(r["status"] == "pass" for r in results.values()),
                   sum(r["status"] == "pass" for r in compiles), len(compiles),
                   int(usage.get("tokens_in", 0) + usage.get("tokens_out", 0)),
-                  float(usage.get("usd", 0.0)),
+                  float(usage["usd"]) if usage.get("usd") else None,
                   summary.best_score if arm == "cake" else None,
                   max(measured) if measured else None)
 
@@ -141,7 +142,8 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{num(r['evals'])} | {num(r['tokens'])} | {num(r['usd'], '${:.4f}')} |")
     lines.append("")
     lines.append("best predicted: cost-model speedup over the seed (the cake arm only); "
-                 "best measured: speedup over the task's library baseline on the GPU.")
+                 "best measured: speedup over the task's library baseline on the GPU; "
+                 "cost: - where the model's price is unknown.")
     if not result["gpu"]:
         lines.append("No GPU here: the cuda arm could only compile its candidates, so the "
                      "arms share no speed figure.")

@@ -90,6 +90,7 @@ def test_experiment_runs_both_arms_against_the_server(tmp_path: Path,
            if line.startswith("| cake |") or line.startswith("| cuda |")}
     assert set(row) == {"cake", "cuda"}
     assert f"| {cake['best_predicted']:.3f}x |" in row["cake"]
+    assert row["cake"].endswith("| - |")  # litellm knows no price for openai/test
     assert f"| {cake['tokens']:.0f} |" in row["cake"] and f"| {cuda['tokens']:.0f} |" in row["cuda"]
     if not result["gpu"]:
         assert "could only compile" in table and "no GPU" in row["cuda"]
