@@ -196,17 +196,25 @@ class AgentContext:
         """The evaluation job of one candidate (plain data: it crosses process bounds).
 
         `best` is the score to beat for the emulate and GPU gates (None: always run them)."""
-        target = self.target_shapes(bucket)
-        return {"hash": cand["hash"], "text": cand["text"], "path": f"{cand['hash']}.cake",
-                "task_path": self.info.task_path, "kernel": self.info.kernel,
-                "entry": self.info.entry, "arch": self.info.arch,
-                "shapes": [{"key": s.key, "dims": s.dims} for s in self.info.shapes],
-                "require_shapes": [s.key for s in target],
-                "sim": {"schedules": self.config.sim_schedules, "seed": self.config.seed_rng},
-                "gates": list(self.config.gates),
-                "score": {"baseline": self.info.baseline, "floors": self.info.floors,
-                          "shapes": [[s.key, s.weight] for s in target]},
-                "emulate": {"mode": self.config.emulate, "seed": self.config.seed_rng,
-                            "better_than": best},
-                "gpu": {**self.config.extra.get("gpu", {}), "better_than": best},
-                "cake_seed": self.info.cake_seed_text}
+        return evaluation_job(self.config, self.info, cand["hash"], cand["text"], bucket,
+                              best)
+
+
+def evaluation_job(config: EvolveConfig, info: TaskInfo, hash_: str, text: str,
+                   bucket: str | None, best: float | None = None) -> dict[str, Any]:
+    """The job `AgentContext.eval_job` sends; a function of the run's settings alone, so the
+    seed's job can be sent before the rest of the run is set up (`run.evolve`)."""
+    target = info.shapes_of(bucket if config.mode == "portfolio" else None)
+    return {"hash": hash_, "text": text, "path": f"{hash_}.cake",
+            "task_path": info.task_path, "kernel": info.kernel,
+            "entry": info.entry, "arch": info.arch,
+            "shapes": [{"key": s.key, "dims": s.dims} for s in info.shapes],
+            "require_shapes": [s.key for s in target],
+            "sim": {"schedules": config.sim_schedules, "seed": config.seed_rng},
+            "gates": list(config.gates),
+            "score": {"baseline": info.baseline, "floors": info.floors,
+                      "shapes": [[s.key, s.weight] for s in target]},
+            "emulate": {"mode": config.emulate, "seed": config.seed_rng,
+                        "better_than": best},
+            "gpu": {**config.extra.get("gpu", {}), "better_than": best},
+            "cake_seed": info.cake_seed_text}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -104,6 +105,9 @@ class LocalPoolExecutor:
     timeout_s: float = 120.0
     name: str = "local"
     _pool: list[_Worker] = field(default_factory=list)
+    _closed: bool = False
+    """Set by `close`: a job still running in another thread (a prefetch) then ends as a
+    failure instead of spawning workers that nothing would close."""
 
     def _spawn(self) -> _Worker:
         ctx = multiprocessing.get_context("spawn")
@@ -127,9 +131,17 @@ class LocalPoolExecutor:
             ) -> list[dict[str, Any]]:
         results: list[dict[str, Any] | None] = [None] * len(jobs)
         pending = list(enumerate(jobs))
-        while len(self._pool) < min(self.workers, len(jobs)):
+        while len(self._pool) < min(self.workers, len(jobs)) and not self._closed:
             self._pool.append(self._spawn())
         while pending or any(w.job is not None for w in self._pool):
+            if self._closed:
+                for i, job in pending + [(w.index, w.job) for w in self._pool
+                                         if w.job is not None]:
+                    results[i] = failed_result(job["hash"], "static", "E-WORKER",
+                                               "the executor was closed")
+                for w in list(self._pool):  # spawned while `close` ran
+                    self._kill(w)
+                break
             for w in list(self._pool):
                 if w.job is None and pending:
                     w.index, w.job = pending.pop(0)
@@ -157,7 +169,8 @@ class LocalPoolExecutor:
                             w.job["hash"], w.gate, "E-WORKER",
                             f"the evaluation worker died in the {w.gate} gate")
                         self._kill(w)
-                        self._pool.append(self._spawn())
+                        if not self._closed:
+                            self._pool.append(self._spawn())
                         continue
                     if kind == "gate":
                         w.gate = payload
@@ -176,6 +189,7 @@ class LocalPoolExecutor:
         return [r for r in results if r is not None]
 
     def close(self) -> None:
+        self._closed = True
         for w in list(self._pool):
             with contextlib.suppress(Exception):
                 w.conn.close()
@@ -310,6 +324,56 @@ class CachingExecutor:
 
     def close(self) -> None:
         self.inner.close()
+
+
+class PrefetchingExecutor:
+    """Starts one job before anyone asks for it, and hands its result over when asked.
+
+    A run's first evaluation is the seed's, and the seed is known before the model client
+    (litellm takes seconds to import), the language server and the graph are ready: its
+    gates (the emulation's compile and run among them) proceed in the workers meanwhile.
+    A job is handed over only if it is asked for exactly as it was sent."""
+
+    def __init__(self, inner: Executor) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._job: dict[str, Any] | None = None
+        self._result: dict[str, Any] | None = None
+        self._thread: threading.Thread | None = None
+
+    def prefetch(self, job: dict[str, Any]) -> None:
+        def work() -> None:
+            # a failure here is met again, and reported, when the job is asked for
+            with contextlib.suppress(Exception):
+                self._result = self.inner.run([job])[0]
+
+        self._job, self._result = job, None
+        self._thread = threading.Thread(target=work, name="cake-evolve-prefetch",
+                                        daemon=True)
+        self._thread.start()
+
+    def run(self, jobs: Sequence[dict[str, Any]], on_gate: GateCallback | None = None
+            ) -> list[dict[str, Any]]:
+        got: dict[str, Any] | None = None
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+            if self._result is not None and self._job in jobs:
+                got = self._result
+                if on_gate is not None:
+                    for gate in got.get("gates", {}):
+                        on_gate(got["hash"], gate)
+        todo = [j for j in jobs if got is None or j != self._job]
+        fresh = iter(self.inner.run(todo, on_gate) if todo else [])
+        out = [got if got is not None and j == self._job else next(fresh) for j in jobs]
+        if got is not None:
+            self._job = self._result = None
+        return out
+
+    def close(self) -> None:
+        self.inner.close()  # a prefetch still running ends as a failure nobody reads
+        if self._thread is not None:
+            self._thread.join(timeout=60)
 
 
 def make_executor(kind: str, *, workers: int = 2, timeout_s: float = 120.0,

@@ -44,7 +44,8 @@ class ArmRun:
     compiled: int
     compile_tried: int
     tokens: int
-    usd: float
+    usd: float | None
+    """None when the price is unknown (litellm does not know the model, none was given)."""
     best_predicted: float | None
     best_measured: float | None
 
@@ -69,7 +70,7 @@ def arm_run(store: RunsStore, arm: str, repeat: int, summary: Any) -> ArmRun:
                   summary.proposed, sum(r["status"] == "pass" for r in results.values()),
                   sum(r["status"] == "pass" for r in compiles), len(compiles),
                   int(usage.get("tokens_in", 0) + usage.get("tokens_out", 0)),
-                  float(usage.get("usd", 0.0)),
+                  float(usage["usd"]) if usage.get("usd") else None,
                   summary.best_score if arm == "cake" else None,
                   max(measured) if measured else None)
 
@@ -88,8 +89,11 @@ def run_experiment(config: EvolveConfig, arms: list[str], repeats: int, *,
 
     gpu = availability().gpu
     runs: list[ArmRun] = []
+    aborted = ""
     for arm in arms:
         for r in range(repeats):
+            if aborted:
+                break
             cfg = replace(config, arm=arm, seed_rng=config.seed_rng + r)
             summary = evolve(cfg, **(evolve_kw or {}))
             store = RunsStore(Path(config.run_dir) / STORE_NAME)
@@ -100,6 +104,8 @@ def run_experiment(config: EvolveConfig, arms: list[str], repeats: int, *,
             runs.append(got)
             if on_run is not None:
                 on_run(got)
+            if summary.exit_code == 2:  # a refused key: every later run would be refused
+                aborted = summary.stop_reason
     rows = []
     for arm in arms:
         mine = [x for x in runs if x.arm == arm]
@@ -115,7 +121,8 @@ def run_experiment(config: EvolveConfig, arms: list[str], repeats: int, *,
             "usd": _median([x.usd for x in mine])})
     return {"schema": "cake.experiment/1", "task": config.task, "model": config.model,
             "budget_tokens": config.budget_tokens, "budget_evals": config.budget_evals,
-            "repeats": repeats, "gpu": gpu, "arms": rows, "runs": [asdict(x) for x in runs]}
+            "repeats": repeats, "gpu": gpu, "arms": rows, "runs": [asdict(x) for x in runs],
+            "aborted": aborted}
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -132,10 +139,11 @@ def markdown(result: dict[str, Any]) -> str:
         measured = num(r["best_measured"], "{:.3f}x") if result["gpu"] else "no GPU"
         lines.append(f"| {r['arm']} | {num(r['best_predicted'], '{:.3f}x')} | {measured} | "
                      f"{num(r['compiled'])}/{num(r['compile_tried'])} | {num(r['passed'])} | "
-                     f"{num(r['evals'])} | {num(r['tokens'])} | ${r['usd']:.4f} |")
+                     f"{num(r['evals'])} | {num(r['tokens'])} | {num(r['usd'], '${:.4f}')} |")
     lines.append("")
     lines.append("best predicted: cost-model speedup over the seed (the cake arm only); "
-                 "best measured: speedup over the task's library baseline on the GPU.")
+                 "best measured: speedup over the task's library baseline on the GPU; "
+                 "cost: - where the model's price is unknown.")
     if not result["gpu"]:
         lines.append("No GPU here: the cuda arm could only compile its candidates, so the "
                      "arms share no speed figure.")

@@ -23,8 +23,8 @@ from typing import Any
 from cake_agents.bounds import RunBounds
 from cake_agents.budget import Budget
 from cake_agents.config import EvolveConfig
-from cake_agents.context import AgentContext, SetupError, load_task_info
-from cake_agents.executor import Executor, make_executor
+from cake_agents.context import AgentContext, SetupError, evaluation_job, load_task_info
+from cake_agents.executor import Executor, InlineExecutor, PrefetchingExecutor, make_executor
 from cake_agents.lsp_client import CakeLspClient, LspError
 from cake_agents.models import CallLimits, ModelCaller, ModelClient, failure_tally
 from cake_agents.names import run_folder
@@ -164,6 +164,19 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
             run_id = new_run_id(Path(config.task).stem)
         if info is None:
             info = load_task_info(config)
+        if config.arm == "cuda":
+            info, config = _cuda_arm(info, config, model)
+        if executor is None:
+            executor = make_executor(config.executor, workers=config.workers,
+                                     timeout_s=config.eval_timeout_s)
+            owned.append(executor)
+            if not resume and not isinstance(executor, InlineExecutor):
+                # the seed is evaluated first: its gates run in the workers while the
+                # model client, the language server and the graph are set up
+                executor = PrefetchingExecutor(executor)
+                owned[-1] = executor
+                executor.prefetch(evaluation_job(config, info, info.seed_hash,
+                                                 info.seed_text, None))
         if model is None and config.model:
             model = make_client(config)
         if model is not None and config.budget_usd is not None and \
@@ -172,8 +185,6 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
                 f"--budget-usd needs the price of {model.name}, which litellm does not "
                 "know; give it with --price-per-mtok IN,OUT (dollars per million input and "
                 "output tokens, e.g. --price-per-mtok 0.15,0.60)")
-        if config.arm == "cuda":
-            info, config = _cuda_arm(info, config, model)
         if not resume:
             store.create_run(run_id, task=info.name, mode=config.mode, model=config.model,
                              seed_rng=config.seed_rng, config=config.to_json())
@@ -199,10 +210,6 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
                                  limits=CallLimits(config.max_calls_per_node,
                                                    config.max_calls_per_generation,
                                                    config.max_failures))
-        if executor is None:
-            executor = make_executor(config.executor, workers=config.workers,
-                                     timeout_s=config.eval_timeout_s)
-            owned.append(executor)
         problem = ""
         if lsp is not None:
             try:

@@ -2,7 +2,8 @@
 
 The agent tests point litellm at it (`openai/<name>` with `api_base`), so what they
 exercise is the real client stack: HTTP, server-sent events, status codes, usage
-reporting.  Each reply is one `Reply` (the last one repeats); every request is recorded
+reporting.  Each reply is one `Reply` (the last one repeats), or what `respond` makes of
+the request's body (a server that answers by what it is asked); every request is recorded
 (its JSON body and the key it carried) so a test can count calls and read `max_tokens`.
 """
 
@@ -12,7 +13,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -46,8 +47,10 @@ def tokens(text: str) -> int:
 
 @dataclass
 class ModelServer:
-    replies: list[Reply]
+    replies: list[Reply] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    respond: Callable[[dict[str, Any]], Reply] | None = None
+    """Answers each request from its body (instead of `replies`)."""
     _httpd: ThreadingHTTPServer | None = None
 
     @property
@@ -68,7 +71,8 @@ class ModelServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 i = len(server.requests)
                 server.requests.append({**body, "_key": self.headers.get("Authorization")})
-                reply = server.replies[min(i, len(server.replies) - 1)]
+                reply = server.respond(body) if server.respond is not None else \
+                    server.replies[min(i, len(server.replies) - 1)]
                 time.sleep(reply.delay_s)
                 if self.headers.get("Authorization") != f"Bearer {KEY}":
                     return self._error(401, "Incorrect API key provided",

@@ -7,7 +7,12 @@ from typing import Any
 from agent_support import FAST_GATES, GEMM, ROOT
 
 from cake_agents.context import content_hash
-from cake_agents.executor import CachingExecutor, InlineExecutor, LocalPoolExecutor
+from cake_agents.executor import (
+    CachingExecutor,
+    InlineExecutor,
+    LocalPoolExecutor,
+    PrefetchingExecutor,
+)
 
 SHAPE = {"key": "M=4096,N=4096,K=4096", "dims": {"M": 4096, "N": 4096, "K": 4096}}
 
@@ -56,3 +61,36 @@ def test_caching_executor_runs_each_kernel_once() -> None:
     assert [r["status"] for r in a] == ["pass", "fail"] and a[1]["failed_gate"] == "static"
     assert [r["hash"] for r in b] == [content_hash(bad), content_hash(GEMM)]
     assert len(calls) == 2
+
+
+def test_a_prefetched_job_is_handed_over_once_and_only_as_sent() -> None:
+    calls: list[list[str]] = []
+
+    class Recording(InlineExecutor):
+        def run(self, jobs: Any, on_gate: Any = None) -> list[dict[str, Any]]:
+            calls.append([j["hash"] for j in jobs])
+            return super().run(jobs, on_gate)
+
+    ex = PrefetchingExecutor(Recording())
+    seed, other = _job(), _job(GEMM.replace("STAGES = 4", "STAGES = 3", 1))
+    ex.prefetch(seed)
+    seen: list[tuple[str, str]] = []
+    got = ex.run([other, seed], lambda h, g: seen.append((h, g)))
+    assert [r["hash"] for r in got] == [other["hash"], seed["hash"]]
+    assert all(r["status"] == "pass" for r in got)
+    # the seed ran once, ahead; the other job alone went to the inner executor after it
+    assert calls == [[seed["hash"]], [other["hash"]]]
+    assert [g for h, g in seen if h == seed["hash"]] == list(FAST_GATES)
+    # a job that differs in anything but the hash (here its gates) is not the one sent
+    ex.prefetch(seed)
+    (again,) = ex.run([{**seed, "gates": ["static"]}])
+    assert calls[-1] == [seed["hash"]] and len(calls) == 4 and list(again["gates"]) == ["static"]
+    ex.close()
+
+
+def test_closing_the_pool_under_a_prefetch_leaves_no_worker() -> None:
+    pool = LocalPoolExecutor(workers=1, timeout_s=60.0)
+    ex = PrefetchingExecutor(pool)
+    ex.prefetch(_job())
+    ex.close()
+    assert pool._pool == [] and not (ex._thread and ex._thread.is_alive())
