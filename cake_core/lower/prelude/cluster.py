@@ -19,6 +19,12 @@ __device__ __forceinline__ int cake_cluster_rank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return static_cast<int>(r);
 }
+// Every thread of every block of the cluster: release its earlier writes (mbarrier inits
+// included), then acquire the peers'.
+__device__ __forceinline__ void cake_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
 #endif  // CAKE_EMULATE
 #endif
 """

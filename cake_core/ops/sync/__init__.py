@@ -185,6 +185,19 @@ bytes.  Must equal exactly the bytes the copies deliver.""",
         traits=frozenset({Trait.BLOCK_BARRIER}),
     ),
     Primitive(
+        "cluster_sync", "sync", (), _none,
+        """Cluster-wide barrier: every thread of every block of the cluster arrives and waits.
+
+Lowered to `barrier.cluster.arrive.release` + `barrier.cluster.wait.acquire`.
+Needed after `fence_barrier_init()` before a TMA multicast delivers into a peer's smem
+(CK323), and at the end of a kernel whose peers multicast into its smem (CK324).  It
+orders the block like `syncthreads()` as well.""",
+        effects=EffectSpec(fence="block"), requires=frozenset({Feature.CLUSTERS}),
+        facets=_FACETS.of("cluster_sync"),
+        traits=frozenset({Trait.BLOCK_BARRIER, Trait.CLUSTER_BARRIER}),
+        unsupported="thread-block clusters need sm_90; use syncthreads() within a block",
+    ),
+    Primitive(
         "barrier_sync", "sync",
         (param("id", IntType, const=True), param("warps", IntType, const=True)), _named_rule,
         """Named barrier (bar.sync id, warps*32): wait until `warps` warps arrived on `id`.""",

@@ -134,6 +134,11 @@ def syncthreads(op: Op, ctx: LowerContext) -> str:
     return "__syncthreads();"
 
 
+def cluster_sync(op: Op, ctx: LowerContext) -> str:
+    ctx.features.add("cluster")
+    return "cake_cluster_sync();"
+
+
 def _named(op: Op, ctx: LowerContext, fn: str) -> str:
     bid = ctx.int_value(op.args["id"])
     warps = op.args["warps"].sym.const if op.args["warps"].sym is not None else None
@@ -160,6 +165,7 @@ def fence_barrier_init(op: Op, ctx: LowerContext) -> str:
     return "cake_fence_barrier_init();"
 
 
-__all__ = ["barrier_arrive", "barrier_sync", "fence_barrier_init", "fence_proxy_async",
+__all__ = ["barrier_arrive", "barrier_sync", "cluster_sync", "fence_barrier_init",
+           "fence_proxy_async",
            "mbarrier_arrive", "mbarrier_expect_tx", "mbarrier_wait", "pipeline_acquire",
            "pipeline_commit", "pipeline_release", "pipeline_wait", "syncthreads"]
