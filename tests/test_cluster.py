@@ -185,3 +185,59 @@ def test_the_emulated_multicast_gemm_is_right() -> None:
                                   "--emulate", "--dims", "M=256,N=128,K=128"])
     assert r.exit_code == 0, r.output
     assert "1/1 shapes correct" in r.output
+
+
+# --- examples/gemm_sm90_cluster.cake: warp-specialised, released to the peer too -----------------
+EXAMPLE_PATH = ROOT / "examples" / "gemm_sm90_cluster.cake"
+EXAMPLE = EXAMPLE_PATH.read_text(encoding="utf-8")
+PEER_ARRIVES = ("            empty[p].arrive(per=\"warp\", cta=1 - cluster.rank)  "
+                "# and the peer's may too\n")
+
+
+def test_the_cluster_gemm_checks_clean_and_counts_the_peer_arrivals() -> None:
+    assert codes_of(EXAMPLE) == []
+    # without the consumers' arrivals on the peer, the empty barrier's 16 are never met
+    # and the producers' refills race the peer's reads
+    assert PEER_ARRIVES in EXAMPLE
+    lone = EXAMPLE.replace(PEER_ARRIVES, "").replace(
+        '        empty[last].arrive(per="warp", cta=1 - cluster.rank)\n', "")
+    assert "CK325" in codes_of(lone.replace("count=16", "count=8"))
+
+
+def test_the_cluster_gemm_lowers_the_peer_arrival() -> None:
+    res = lower_source(SourceFile(EXAMPLE, "examples/gemm_sm90_cluster.cake"))
+    assert res.ok and res.cu is not None
+    assert "mapa.shared::cluster.u32" in res.cu
+    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in res.cu
+    body = res.cu.split("__global__", 1)[1]
+    assert "cake_mbar_arrive_cluster(" in body and "1 - cake_cluster_rank()" in body
+
+
+def test_the_simulator_refuses_peer_arrivals_with_a_reason() -> None:
+    copy = """tma_load(sb[s].tile((BN // 2, BK), (cluster.rank, 0)),
+                     B.tile((BN // 2, BK), (block.y * 2 + cluster.rank, k)), full[s],
+                     multicast=0b11)"""
+    assert copy in EXAMPLE
+    text = EXAMPLE.replace(copy, "tma_load(sb[s], B.tile((BN, BK), (block.y, k)), full[s])")
+    assert codes_of(text) == []
+    sk = SimKernel.from_text(text, "x.cake")
+    assert sk.unsupported is not None
+    assert "an arrival on a peer block's mbarrier" in sk.unsupported[1]
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
+def test_the_cluster_gemm_compiles_like_gemm_sm90(tmp_path: Path) -> None:
+    rep = build_source(SourceFile(EXAMPLE, "examples/gemm_sm90_cluster.cake"), cache=tmp_path)
+    assert rep.ok, [d.message for d in rep.diagnostics]
+    r = rep.kernels[0].resources
+    assert r is not None and (r.spill_stores, r.spill_loads, r.stack) == (0, 0, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not host_compiler_present(), reason="needs a host C++ compiler")
+def test_the_emulated_cluster_gemm_is_right_on_the_task_shapes() -> None:
+    r = CliRunner().invoke(main, ["run", str(EXAMPLE_PATH), "--task", "gemm_bf16",
+                                  "--emulate"])
+    assert r.exit_code == 0, r.output
+    assert "2/2 shapes correct" in r.output

@@ -119,6 +119,10 @@ class EffectSpec:
     arrive_scope: str | None = None
     """The parameter that says who makes an arrival (`ARRIVAL_SCOPES`); None: the op's
     one elected thread does, as for `expect_tx`."""
+    peer: str | None = None
+    """The parameter naming the cluster rank whose barrier an arrival lands on (its value
+    -1, the default, is this block).  The symmetric pattern holds here too: every block
+    makes the mirrored arrival, so it counts as one on this block's barrier."""
     multicast: str | None = None
     """The parameter holding a copy's constant mask of receiving cluster ranks (0 or
     absent: the issuing block only).  Every block of the mask issues its own slice to the
@@ -135,6 +139,15 @@ def multicast_fanout(op: object) -> int:
     v = op.args.get(spec.multicast)  # type: ignore[attr-defined]
     c = v.sym.const if v is not None and v.sym is not None else None
     return max(1, bin(c).count("1")) if isinstance(c, int) else 1
+
+
+def peer_rank(op: object) -> object:
+    """The op's `peer` argument (a Value) when it names another block, else None."""
+    spec = op.prim.effects  # type: ignore[attr-defined]
+    v = op.args.get(spec.peer) if spec.peer else None  # type: ignore[attr-defined]
+    if v is None or (v.sym is not None and v.sym.const == -1):
+        return None
+    return v
 
 
 def multicast_mask(op: object) -> int:

@@ -20,7 +20,7 @@ from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value, walk
 from cake_core.ir.symbolic import SymExpr, Var
 from cake_core.ir.types import ScalarType, TensorType
 from cake_core.ir.values import Predicate, ViewOrigin
-from cake_core.primitives.registry import multicast_mask
+from cake_core.primitives.registry import multicast_mask, peer_rank
 from cake_core.sim.layout import Buffer, buffers_of
 from cake_core.source import SourceFile, Span
 from cake_core.syntax import ast
@@ -101,6 +101,11 @@ class SimKernel:
             sk.unsupported = (cast.span, "TMA multicast writes the shared memory of other "
                               "blocks of the cluster, and the simulator runs the blocks of a "
                               "cluster apart; `cake run --emulate` runs them together")
+        elif (peer := next((op for op in sk.ops if peer_rank(op) is not None), None)):
+            sk.unsupported = (peer.span, "an arrival on a peer block's mbarrier reaches "
+                              "another block of the cluster, and the simulator runs the "
+                              "blocks of a cluster apart; `cake run --emulate` runs them "
+                              "together")
         elif any(c > 1 for c in kernel.cluster):
             sk.notes.append((kernel.decorator_span, "the blocks of a cluster are simulated as "
                              "independent blocks: cluster_sync() orders its own block only"))

@@ -19,6 +19,7 @@ from cake_core.ir.types import StageType
 from cake_core.lower.context import LowerContext
 from cake_core.lower.emitter import c_identifier
 from cake_core.lower.plan import LowerError
+from cake_core.primitives.registry import peer_rank
 from cake_core.verify.effects import arrival_scope
 
 _STAGE = StageType("", 0, "")
@@ -105,6 +106,10 @@ def mbarrier_arrive(op: Op, ctx: LowerContext) -> str:
     count = ctx.int_value(op.args["count"])
     ctx.features.add("mbarrier")
     code = f"cake_mbar_arrive({bar});" if count == "1" else f"cake_mbar_arrive_n({bar}, {count});"
+    peer = peer_rank(op)
+    if peer is not None:
+        ctx.features.add("cluster")
+        code = f"cake_mbar_arrive_cluster({bar}, {ctx.int_value(peer)}, {count});"  # type: ignore[arg-type]
     scope = arrival_scope(op)
     if scope == "thread":
         return code
