@@ -43,7 +43,7 @@ def test_sections_name_the_features_and_archs() -> None:
     wgmma = page.split("### `wgmma(acc, a, b)`", 1)[1].split("### ", 1)[0]
     assert "`wgmma` (sm_90a)" in wgmma
     assert "asynchronous, completes through the `wgmma` mechanism" in wgmma
-    tma = page.split("### `tma_load(dst, src, bar)`", 1)[1].split("### ", 1)[0]
+    tma = page.split("### `tma_load(dst, src, bar, multicast=0)`", 1)[1].split("### ", 1)[0]
     assert "arrives on `bar` with transaction bytes" in tma
 
 

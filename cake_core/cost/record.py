@@ -42,8 +42,9 @@ class GlobalAccess:
     of a wave where the coordinates are computed from a tile index rather than taken
     from `block.x` and friends (persistent kernels).  `multicast` is the number of
     blocks of a cluster one L2 read feeds (TMA multicast): the L2 -> SM traffic of the
-    access is its bytes over it.  No built-in facet sets it yet (the language has cluster
-    shapes but no multicast copy); it is the hook such a copy's facet fills in.
+    access is its bytes over it.  `tma_load(..., multicast=mask)` fills it in: its `bytes`
+    are what lands in the block (one slice from each block of the mask), its L2 reads one
+    slice.
     """
 
     tensor: str

@@ -285,6 +285,21 @@ NAMED_BARRIER_COUNT = _builtin(
 NAMED_ARRIVE_ALONE = _builtin(
     "CK320", "named-arrive-alone",
     "A barrier_arrive completes its named barrier by itself, so it orders nothing.")
+# CK323-CK325: TMA multicast across a cluster (cake_core/verify/cluster.py)
+MULTICAST_BEFORE_CLUSTER_SYNC = _builtin(
+    "CK323", "multicast-before-cluster-sync",
+    "A TMA multicast may reach a peer block before a cluster_sync() published its barriers.",
+    fix=FixAvailability.ALWAYS)
+CLUSTER_EXIT_BEFORE_PEERS = _builtin(
+    "CK324", "cluster-exit-before-peers",
+    "A block that peers multicast into may exit before they are done: no trailing "
+    "cluster_sync().",
+    fix=FixAvailability.ALWAYS)
+
+MULTICAST_PEER_REUSE = _builtin(
+    "CK325", "multicast-peer-reuse",
+    "A multicast in a loop overwrites the peers' buffer with no cluster-wide handshake "
+    "after their last read of it.")
 
 # --- CK4xx: layouts and memory access (cake_core/verify/layout.py, bounds.py) --------------
 SWIZZLE_ROW_MISMATCH = _builtin(

@@ -34,6 +34,7 @@ from cake_core.ir.values import Predicate, ViewOrigin
 from cake_core.lower import layouts
 from cake_core.lower.layouts import COL, ROW, Dist
 from cake_core.primitives.facets import FacetError, Unsupported
+from cake_core.primitives.registry import multicast_fanout
 from cake_core.primitives.traits import Trait
 from cake_core.source import Span
 from cake_core.verify.effects import arrival_scope
@@ -454,7 +455,7 @@ def _tx_bytes(n: Node, pipe: str) -> int:
         e = n.prim.effects
         if e.tx_bytes and e.arrives is not None and _pipe_name(n.args[e.arrives]) == pipe and \
                 isinstance(n.args[e.arrives].type, PipelineType):
-            return sum(_tile_bytes(n.args[r].type) for r in e.reads)
+            return sum(_tile_bytes(n.args[r].type) for r in e.reads) * multicast_fanout(n)
         return 0
     if isinstance(n, ForOp):
         trips = n.trip_count.const

@@ -119,6 +119,43 @@ class EffectSpec:
     arrive_scope: str | None = None
     """The parameter that says who makes an arrival (`ARRIVAL_SCOPES`); None: the op's
     one elected thread does, as for `expect_tx`."""
+    peer: str | None = None
+    """The parameter naming the cluster rank whose barrier an arrival lands on (its value
+    -1, the default, is this block).  The symmetric pattern holds here too: every block
+    makes the mirrored arrival, so it counts as one on this block's barrier."""
+    multicast: str | None = None
+    """The parameter holding a copy's constant mask of receiving cluster ranks (0 or
+    absent: the issuing block only).  Every block of the mask issues its own slice to the
+    same mask, so each receives `popcount(mask)` times the bytes one copy writes: the
+    transaction bytes, the smem written and the L2 reads saved all follow from it."""
+
+
+def multicast_fanout(op: object) -> int:
+    """How many boxes of an op's shape each receiving block gets per issue (1 unless it
+    multicasts); `op` is an IR `Op` (typed loosely: the IR imports this module)."""
+    spec = op.prim.effects  # type: ignore[attr-defined]
+    if spec.multicast is None:
+        return 1
+    v = op.args.get(spec.multicast)  # type: ignore[attr-defined]
+    c = v.sym.const if v is not None and v.sym is not None else None
+    return max(1, bin(c).count("1")) if isinstance(c, int) else 1
+
+
+def peer_rank(op: object) -> object:
+    """The op's `peer` argument (a Value) when it names another block, else None."""
+    spec = op.prim.effects  # type: ignore[attr-defined]
+    v = op.args.get(spec.peer) if spec.peer else None  # type: ignore[attr-defined]
+    if v is None or (v.sym is not None and v.sym.const == -1):
+        return None
+    return v
+
+
+def multicast_mask(op: object) -> int:
+    """The op's constant multicast mask (0: no multicast)."""
+    spec = op.prim.effects  # type: ignore[attr-defined]
+    v = op.args.get(spec.multicast) if spec.multicast else None  # type: ignore[attr-defined]
+    c = v.sym.const if v is not None and v.sym is not None else None
+    return c if isinstance(c, int) else 0
 
 
 #: Who makes a raw mbarrier arrival: every thread of the role, lane 0 of each of its warps

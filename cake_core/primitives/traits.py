@@ -59,6 +59,10 @@ class Trait(Enum):
     BLOCK_BARRIER = "block barrier"
     """`syncthreads()`: every thread of the block meets here."""
 
+    CLUSTER_BARRIER = "cluster barrier"
+    """`cluster_sync()`: every thread of every block of the cluster meets here (it is a
+    block barrier as well)."""
+
     BARRIER_INIT_FENCE = "fences barrier initialisation"
     """Makes the mbarrier initialisations visible to the async proxy and the cluster."""
 

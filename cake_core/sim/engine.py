@@ -1,7 +1,8 @@
 """Running a launch: dims and inputs in, outputs and findings out.
 
-Blocks are simulated one after another (they share nothing but global memory, and the
-kernel model has no clusters yet); inside a block the schedule interleaves the processes
+Blocks are simulated one after another (they share nothing but global memory; a kernel
+whose blocks write each other's shared memory -- TMA multicast in a cluster -- is
+refused, not simulated wrong); inside a block the schedule interleaves the processes
 and completes asynchronous work.  A block ends when every process has finished, or when
 nothing can move -- a deadlock, reported once with every blocked role.
 """
@@ -173,7 +174,11 @@ def simulate(sk: SimKernel, dims: Mapping[str, int],
     grid = [_const(g, dims) for g in sk.kernel.grid] + [1, 1]
     grid = grid[:3]
     limit = _over_limits(sk, grid if blocks is None else [1, 1, 1])
-    if limit is not None:
+    if sk.unsupported is not None:
+        span, why = sk.unsupported
+        run.findings.add(codes.SIM_UNSUPPORTED.at(span, f"not simulated: {why}"))
+        blocks = []
+    elif limit is not None:
         run.findings.add(codes.SIM_UNSUPPORTED.at(sk.kernel.name_span,
                                                   f"cannot simulate this: {limit}"))
         blocks = []

@@ -20,6 +20,7 @@ from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value, walk
 from cake_core.ir.symbolic import SymExpr, Var
 from cake_core.ir.types import ScalarType, TensorType
 from cake_core.ir.values import Predicate, ViewOrigin
+from cake_core.primitives.registry import multicast_mask, peer_rank
 from cake_core.sim.layout import Buffer, buffers_of
 from cake_core.source import SourceFile, Span
 from cake_core.syntax import ast
@@ -63,6 +64,8 @@ class SimKernel:
     ops: list[Op] = field(default_factory=list)
     op_index: dict[int, int] = field(default_factory=dict)
     notes: list[tuple[Span, str]] = field(default_factory=list)
+    unsupported: tuple[Span, str] | None = None
+    """Why no block of this kernel is simulated (reported once; never a wrong answer)."""
     """Constructs the simulator approximates (reported as CK510 warnings)."""
     lane_ifs: set[int] = field(default_factory=set)
     """id(IfOp) of the conditions on a thread's own index (`lane.id`, `thread.id`,
@@ -93,9 +96,19 @@ class SimKernel:
         buffers, total = buffers_of(kernel)
         sk = cls(kernel, source, buffers, total, [], {})
         sk.ops = list(kernel.ops())
-        if any(c > 1 for c in kernel.cluster):
+        cast = next((op for op in sk.ops if multicast_mask(op)), None)
+        if cast is not None:
+            sk.unsupported = (cast.span, "TMA multicast writes the shared memory of other "
+                              "blocks of the cluster, and the simulator runs the blocks of a "
+                              "cluster apart; `cake run --emulate` runs them together")
+        elif (peer := next((op for op in sk.ops if peer_rank(op) is not None), None)):
+            sk.unsupported = (peer.span, "an arrival on a peer block's mbarrier reaches "
+                              "another block of the cluster, and the simulator runs the "
+                              "blocks of a cluster apart; `cake run --emulate` runs them "
+                              "together")
+        elif any(c > 1 for c in kernel.cluster):
             sk.notes.append((kernel.decorator_span, "the blocks of a cluster are simulated as "
-                             "independent blocks: cluster-wide synchronisation is not modelled"))
+                             "independent blocks: cluster_sync() orders its own block only"))
         sk.op_index = {id(op): i for i, op in enumerate(sk.ops)}
         sk._plan_processes()
         if module is not None:

@@ -21,7 +21,7 @@ from cake_core.ir.types import (
     numel,
 )
 from cake_core.ir.values import ViewOrigin, elements
-from cake_core.primitives.registry import ARRIVAL_SCOPES
+from cake_core.primitives.registry import ARRIVAL_SCOPES, multicast_fanout
 from cake_core.primitives.traits import Trait
 
 #: Async groups whose smem accesses go through the async proxy (TMA and wgmma).
@@ -100,7 +100,7 @@ def effects_of(op: Op) -> Effects:
     target = args.get(spec.arrives) if spec.arrives else None
     if target is not None and spec.async_group is not None:
         kw["copy_bar"] = target
-        kw["copy_bytes"] = sum(_bytes(v) for v in smem_writes)
+        kw["copy_bytes"] = sum(_bytes(v) for v in smem_writes) * multicast_fanout(op)
     elif target is not None and isinstance(target.type, PipelineType):
         kw["pipe"], kw["pipe_action"] = (target, action) if action else (None, None)
     elif target is not None and isinstance(target.type, BarrierType):

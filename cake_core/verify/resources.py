@@ -15,6 +15,7 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related, TextEdit
 from cake_core.hardware import ArchSpec, Feature, get_arch
 from cake_core.ir.kernel import Kernel, Op, Program, Role
+from cake_core.ir.symbolic import divides
 from cake_core.primitives.traits import Trait
 from cake_core.source import SourceFile, Span
 from cake_core.syntax import ast
@@ -74,12 +75,27 @@ def _launch(k: Kernel, arch: ArchSpec, index: SourceIndex) -> Iterator[Diagnosti
             span, f"{arch.name} has no thread-block clusters; cluster={tuple(k.cluster)} "
             "needs sm_90 or newer",
             related=[Related(k.arch_span, "target arch set here")] if k.arch_span else [])
-    elif size > arch.max_cluster_size:
+        return
+    if size > arch.max_cluster_size:
         yield codes.LAUNCH_LIMITS.at(
             span, f"a cluster of {size} blocks exceeds the portable maximum of "
             f"{arch.max_cluster_size} on {arch.name}",
             notes=["larger (non-portable) clusters need a launch attribute CAKE does not "
                    "emit"])
+        return  # one finding per cluster shape: its divisibility is moot
+    yield from _whole_clusters(k, span)
+
+
+def _whole_clusters(k: Kernel, span: Span) -> Iterator[Diagnostic]:
+    for axis, (g, c) in enumerate(zip(k.grid, k.cluster, strict=False)):
+        if c > 1 and not divides(g, c):
+            name = "xyz"[axis]
+            yield codes.LAUNCH_LIMITS.at(
+                span, f"the grid's {name} extent `{g}` is not provably a multiple of the "
+                f"cluster's {c}: the launch fails unless the grid is a whole number of "
+                "clusters",
+                notes=[f"round it up, e.g. `cdiv(N, {c} * TILE) * {c}` (blocks past the "
+                       "tensor are clipped), or declare the dim with `multiple_of=`"])
 
 
 # --- shared memory ---------------------------------------------------------------------

@@ -17,7 +17,7 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic
 from cake_core.ir.kernel import Kernel, Program
 from cake_core.source import SourceFile
-from cake_core.verify import deadlock, init_fence, phases, protocol
+from cake_core.verify import cluster, deadlock, init_fence, phases, protocol
 from cake_core.verify.facts import KernelFacts
 from cake_core.verify.local import run_agents
 
@@ -42,7 +42,7 @@ def check(program: Program, source: SourceFile) -> list[Diagnostic]:
 def check_kernel(kernel: Kernel, source: SourceFile,
                  constants: dict[str, int] | None = None) -> list[Diagnostic]:
     facts = KernelFacts(kernel, source, constants or {})
-    found = init_fence.check(facts)
+    found = init_fence.check(facts) + cluster.check(facts)
     structural = protocol.check(facts)
     if structural:
         return found + structural

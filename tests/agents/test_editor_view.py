@@ -18,7 +18,7 @@ def test_the_editor_view_of_a_kernel(lsp: Any) -> None:
     uri = lsp.uri_for("editor-view-gemm")
     view = parent_view(lsp, uri, GEMM)
     assert view.diagnostics == []
-    assert view.hovers["tma_load"].startswith("tma_load(dst, src, bar): ")
+    assert view.hovers["tma_load"].startswith("tma_load(dst, src, bar, multicast=0): ")
     assert view.hovers["wgmma"].startswith("wgmma(acc, a, b): ")
     assert any(t.startswith("CAKE stages ") for t in view.tactics)
     text = render(view, GEMM)
@@ -34,7 +34,7 @@ def test_coder_prompt_carries_hovers_and_tactic_actions(run_dir: Path, lsp: Any)
     run(run_dir, lsp, client=model, budget_evals=2, batch=1, patience=1)
     prompt = model.calls[0][-1]["content"]
     assert "What the editor shows for the parent kernel." in prompt
-    assert "- tma_load(dst, src, bar): " in prompt and "- wgmma_wait(n=0): " in prompt
+    assert "- tma_load(dst, src, bar, multicast=0): " in prompt and "- wgmma_wait(n=0): " in prompt
     assert "\n- CAKE stages {\"stages\"=" in prompt
     assert "Begin with one or two sentences stating your intent" in model.calls[0][0]["content"]
 
@@ -75,6 +75,6 @@ def test_repair_prompt_carries_the_hover_of_the_failing_line(run_dir: Path, lsp:
     run(run_dir, lsp, client=model, budget_evals=2, batch=1, max_repairs=1, patience=1)
     prompt = model.calls[1][-1]["content"]
     assert "The primitives on those lines (the editor's hover text):" in prompt
-    assert "- tma_load(dst, src, bar): " in prompt
+    assert "- tma_load(dst, src, bar, multicast=0): " in prompt
     # only the failing line's calls: the wgmma on another line is not described
     assert "wgmma(acc, a, b)" not in prompt

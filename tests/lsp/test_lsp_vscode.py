@@ -204,7 +204,7 @@ async def test_hover_on_a_buffer_shows_layout_and_bytes(client: RecordingClient)
 
 async def test_hover_on_a_primitive_shows_signature_and_doc(client: RecordingClient) -> None:
     text = await hover_text(client, GEMM, "tma_load(sa")
-    assert "tma_load(dst, src, bar)" in text
+    assert "tma_load(dst, src, bar, multicast=0)" in text
     assert "requires: tma" in text
 
 
@@ -282,7 +282,7 @@ async def test_signature_help_marks_the_active_parameter(client: RecordingClient
         position=pos(GEMM, "tma_load(sb[s], ", len("tma_load(sb[s], "))))
     assert help_ is not None
     sig = help_.signatures[0]
-    assert sig.label == "tma_load(dst, src, bar)"
+    assert sig.label == "tma_load(dst, src, bar, multicast=0)"
     assert help_.active_parameter == 1
     start, end = sig.parameters[1].label
     assert sig.label[start:end] == "src"

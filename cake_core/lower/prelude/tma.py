@@ -33,6 +33,7 @@ __device__ __forceinline__ void cake_bulk_wait_read() {
     for rank in range(1, 6):
         params = ", ".join(f"int c{i}" for i in range(rank))
         coords_load = ", ".join(f"%{3 + i}" for i in range(rank))
+        coords_mc = ", ".join(f"%{4 + i}" for i in range(rank))
         coords_store = ", ".join(f"%{2 + i}" for i in range(rank))
         ins = "".join(f', "r"(c{i})' for i in range(rank))
         out.append(f"""
@@ -45,6 +46,17 @@ __device__ __forceinline__ void cake_tma_load_{rank}d(uint32_t dst, const CUtens
       "cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
       " [%0], [%1, {{{coords_load}}}], [%2];"
       :: "r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(bar){ins} : "memory");
+}}
+
+// The same box delivered to the same smem offset in every block of the cluster whose rank
+// is set in `mask`; each receiver's barrier at `bar`'s offset gets the box's bytes.
+__device__ __forceinline__ void cake_tma_load_mc_{rank}d(uint32_t dst, const CUtensorMap* map,
+                                                    uint32_t bar, uint16_t mask, {params}) {{
+  asm volatile(
+      "cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {{{coords_mc}}}], [%2], %3;"
+      :: "r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "h"(mask){ins}
+      : "memory");
 }}
 
 // smem `src` to the box at (c0 innermost); out-of-range elements are not written.

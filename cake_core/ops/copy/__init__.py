@@ -76,7 +76,15 @@ def _tma_load_rule(ctx: CallContext) -> Type:
     if isinstance(bar, BarrierType) and bar.n > 1 and not bar.indexed:
         return ctx.error(codes.BAD_INDEX, "`bar` is an array of mbarriers; index it with the "
                          "stage: `bars[s]`", "bar")
+    mask = ctx.int("multicast")
+    if mask is None:
+        return ctx.error(codes.NOT_CONSTANT, "`multicast` is a compile-time mask of cluster "
+                         "ranks", "multicast")
+    if not 0 <= mask < 1 << 16:
+        return ctx.error(codes.BAD_ARGUMENTS, f"`multicast` is a mask of up to 16 cluster "
+                         f"ranks, not {mask}", "multicast")
     return NoneType()
+
 
 
 def _tma_store_rule(ctx: CallContext) -> Type:
@@ -202,7 +210,9 @@ PRIMITIVES = (
     Primitive(
         "tma_load", "copy",
         (param("dst", SmemType), param("src", TileType),
-         param("bar", PipelineType, BarrierType)),
+         param("bar", PipelineType, BarrierType),
+         param("multicast", IntType, default=0, const=True,
+               doc="mask of cluster ranks that receive the box (0: this block only)")),
         _tma_load_rule,
         """Asynchronously copy a global tile into shared memory with the Tensor Memory Accelerator.
 
@@ -212,10 +222,17 @@ kernel has armed with `expect_tx`.  One elected thread issues the copy.
 
 ```python
 tma_load(sa[s], A.tile((BM, BK), (block.x, k)), ab)
-```""",
+```
+
+`multicast=mask` (sm_90, in a cluster) delivers the box to the same smem offset in every
+block whose cluster rank is set in `mask`, completing on the barrier at the same offset
+in each.  Every block of the mask is expected to issue its own slice to the same mask,
+so each receives `popcount(mask)` boxes: a pipeline arms its stage with that many bytes,
+and a raw barrier's `expect_tx` must count them.  Peers' barriers must be published by
+`cluster_sync()` first (CK323), and the kernel must end with `cluster_sync()` (CK324).""",
         effects=EffectSpec(reads=("src",), writes=("dst",), async_group="tma", arrives="bar",
                            tx_bytes=True, global_tile="src",
-                           smem_access=(("dst", SmemAccess.TMA),)),
+                           smem_access=(("dst", SmemAccess.TMA),), multicast="multicast"),
         requires=frozenset({Feature.TMA}), facets=_FACETS.of("tma_load"),
         traits=frozenset({Trait.SINGLE_THREAD, Trait.TMA_COPY}),
         unsupported="on sm_80 use cp_async + cp_async_commit/cp_async_wait instead",

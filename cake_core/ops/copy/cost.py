@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from cake_core.cost.exposure import barrier_key
 from cake_core.cost.record import ONCE, PIPELINED, SERIAL, CostContext, CostRecord
 from cake_core.ir.kernel import Op
 from cake_core.ir.types import PipelineType, SmemType, TileType
+from cake_core.primitives.registry import multicast_fanout
 
 
 def _bytes(ctx: CostContext, t: object) -> float:
@@ -33,7 +36,13 @@ def tma_load(op: Op, ctx: CostContext) -> CostRecord:
     key = barrier_key(bar_value)
     group = "/".join(key) if key is not None else ""
     access = ctx.tile_access(op.args["src"], latency=latency, depth=depth, group=group)
-    return CostRecord(reads=(access,), smem_write=_bytes(ctx, op.args["dst"].type), issue=2.0)
+    # A multicast: every block of the mask issues its slice to all of them, so each block
+    # receives `fan` slices while reading one from L2 (the record's `multicast` hook).
+    fan = multicast_fanout(op)
+    if fan > 1:
+        access = replace(access, bytes=access.bytes * fan, multicast=fan)
+    return CostRecord(reads=(access,), smem_write=_bytes(ctx, op.args["dst"].type) * fan,
+                      issue=2.0)
 
 
 def tma_store(op: Op, ctx: CostContext) -> CostRecord:

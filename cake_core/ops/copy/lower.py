@@ -26,6 +26,7 @@ from cake_core.lower.fragments import Nest, coord, frag_result, index, nest
 from cake_core.lower.layout_rules import with_layouts
 from cake_core.lower.layouts import LANE, THREAD_RANK, WARP_RANK, WG_RANK, ZERO, cvar
 from cake_core.lower.plan import LowerError
+from cake_core.primitives.registry import multicast_mask
 
 
 def _squeeze(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -66,6 +67,10 @@ def tma_load(op: Op, ctx: LowerContext) -> str:
         assert isinstance(bar_v.type, BarrierType)
         bar = ctx.barrier(bar_v)
     ctx.features.update({"tma", "mbarrier"})
+    mask = multicast_mask(op)
+    if mask:
+        return ctx.leader(f"cake_tma_load_mc_{spec.rank}d({dst}, &{spec.cname}, {bar}, "
+                          f"{mask}, {_coords(ctx, tile)});")
     return ctx.leader(f"cake_tma_load_{spec.rank}d({dst}, &{spec.cname}, {bar}, "
                       f"{_coords(ctx, tile)});")
 

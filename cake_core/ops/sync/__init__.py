@@ -140,7 +140,10 @@ Every consumer role must release every stage it waited for, after its last read 
         "arrive", "sync",
         (param("self", _B), param("count", IntType, default=1),
          param("per", StrType, default="role", const=True,
-               doc='who arrives: "thread", "warp" or "role" (one elected thread)')),
+               doc='who arrives: "thread", "warp" or "role" (one elected thread)'),
+         param("cta", IntType, default=-1,
+               doc="cluster rank whose barrier (at this one's offset) gets the arrivals; "
+                   "-1: this block's")),
         _barrier_rule,
         """Arrive `count` times on a raw mbarrier; `per` says who arrives.
 
@@ -154,8 +157,13 @@ Every consumer role must release every stage it waited for, after its last read 
   `barrier_sync` over the role's warps comes first.
 
 The barrier's phase completes when its initial count is reached, so the arrivals summed
-over the roles that arrive must equal the count the barrier was created with.""",
-        effects=EffectSpec(arrives="self", arrive_scope="per"), receiver=_B,
+over the roles that arrive must equal the count the barrier was created with.
+
+`cta=r` (in a cluster) arrives on block `r`'s barrier at this barrier's offset instead
+(`mbarrier.arrive.release.cluster` through `mapa`): a consumer handing a stage back to
+the peer that multicasts into it.  Every block is assumed to make the mirrored arrival,
+so the checker counts it as an arrival on this block's barrier.""",
+        effects=EffectSpec(arrives="self", arrive_scope="per", peer="cta"), receiver=_B,
         requires=frozenset({Feature.MBARRIER}),
         facets=_FACETS.of("mbarrier_arrive"),
         traits=frozenset({Trait.SINGLE_THREAD}),
@@ -183,6 +191,19 @@ bytes.  Must equal exactly the bytes the copies deliver.""",
         """Block-wide barrier (bar.sync 0): every thread of the block, in every role, arrives.""",
         effects=EffectSpec(fence="block"), facets=_FACETS.of("syncthreads"),
         traits=frozenset({Trait.BLOCK_BARRIER}),
+    ),
+    Primitive(
+        "cluster_sync", "sync", (), _none,
+        """Cluster-wide barrier: every thread of every block of the cluster arrives and waits.
+
+Lowered to `barrier.cluster.arrive.release` + `barrier.cluster.wait.acquire`.
+Needed after `fence_barrier_init()` before a TMA multicast delivers into a peer's smem
+(CK323), and at the end of a kernel whose peers multicast into its smem (CK324).  It
+orders the block like `syncthreads()` as well.""",
+        effects=EffectSpec(fence="block"), requires=frozenset({Feature.CLUSTERS}),
+        facets=_FACETS.of("cluster_sync"),
+        traits=frozenset({Trait.BLOCK_BARRIER, Trait.CLUSTER_BARRIER}),
+        unsupported="thread-block clusters need sm_90; use syncthreads() within a block",
     ),
     Primitive(
         "barrier_sync", "sync",

@@ -47,6 +47,10 @@ def syncthreads(op: Op, ctx: CostContext) -> CostRecord:
     return _event("block_barrier")
 
 
+def cluster_sync(op: Op, ctx: CostContext) -> CostRecord:
+    return _event("block_barrier")
+
+
 def barrier_sync(op: Op, ctx: CostContext) -> CostRecord:
     return _event("named_barrier")
 

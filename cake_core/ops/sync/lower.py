@@ -19,6 +19,7 @@ from cake_core.ir.types import StageType
 from cake_core.lower.context import LowerContext
 from cake_core.lower.emitter import c_identifier
 from cake_core.lower.plan import LowerError
+from cake_core.primitives.registry import peer_rank
 from cake_core.verify.effects import arrival_scope
 
 _STAGE = StageType("", 0, "")
@@ -110,6 +111,10 @@ def mbarrier_arrive(op: Op, ctx: LowerContext) -> str:
     count = ctx.int_value(op.args["count"])
     ctx.features.add("mbarrier")
     code = f"cake_mbar_arrive({bar});" if count == "1" else f"cake_mbar_arrive_n({bar}, {count});"
+    peer = peer_rank(op)
+    if peer is not None:
+        ctx.features.add("cluster")
+        code = f"cake_mbar_arrive_cluster({bar}, {ctx.int_value(peer)}, {count});"  # type: ignore[arg-type]
     scope = arrival_scope(op)
     if scope == "thread":
         return code
@@ -139,6 +144,11 @@ def syncthreads(op: Op, ctx: LowerContext) -> str:
     return "__syncthreads();"
 
 
+def cluster_sync(op: Op, ctx: LowerContext) -> str:
+    ctx.features.add("cluster")
+    return "cake_cluster_sync();"
+
+
 def _named(op: Op, ctx: LowerContext, fn: str) -> str:
     bid = ctx.int_value(op.args["id"])
     warps = op.args["warps"].sym.const if op.args["warps"].sym is not None else None
@@ -165,6 +175,7 @@ def fence_barrier_init(op: Op, ctx: LowerContext) -> str:
     return "cake_fence_barrier_init();"
 
 
-__all__ = ["barrier_arrive", "barrier_sync", "fence_barrier_init", "fence_proxy_async",
+__all__ = ["barrier_arrive", "barrier_sync", "cluster_sync", "fence_barrier_init",
+           "fence_proxy_async",
            "mbarrier_arrive", "mbarrier_expect_tx", "mbarrier_wait", "pipeline_acquire",
            "pipeline_commit", "pipeline_release", "pipeline_wait", "syncthreads"]

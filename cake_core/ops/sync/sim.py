@@ -183,6 +183,12 @@ def syncthreads(op: Op, ctx: SimContext) -> Blocked | None:
     return _group_sync(ctx, op, ctx.block.group_barrier(0, ctx.block.warps), True)
 
 
+def cluster_sync(op: Op, ctx: SimContext) -> Blocked | None:
+    """The blocks of a cluster are simulated apart (a multicast is refused before the run),
+    so what remains of the cluster barrier is its block barrier."""
+    return _group_sync(ctx, op, ctx.block.group_barrier(0, ctx.block.warps), True)
+
+
 def _named(ctx: SimContext, op: Op) -> GroupBarrier:
     bid, warps = ctx.int(op, "id"), ctx.int(op, "warps")
     bar = ctx.block.group_barrier(bid, warps)

@@ -158,8 +158,10 @@ inline uint32_t box_smem(const CUtensorMap& m, uint32_t dst, uint32_t lin) {
   return swizzle_addr(dst + lin * static_cast<uint32_t>(m.elem_bytes), m.swizzle_span);
 }
 
+// `mask` != 0: a multicast to the blocks of the running cluster whose rank is set in it
+// (same smem offset, each completing on its own barrier at `bar`'s offset).
 inline void tma_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, const int* c, int rank,
-                     Loc loc) {
+                     Loc loc, uint16_t mask = 0) {
   const CUtensorMap m = check_map(map, loc);
   if (m.rank != rank) fail("fault", fmt("a %dD TMA load on a %dD tensor map", rank, m.rank), loc);
   const uint32_t align = m.swizzle_span ? 128u * (m.swizzle_span / 16u) : 128u;
@@ -167,22 +169,35 @@ inline void tma_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, const i
     fail("smem_bounds", fmt("TMA load destination %u is not %u-byte aligned", dst - SMEM_BASE,
                             m.swizzle_span ? align : 128u), loc);
   }
-  Block& b = blk();
+  std::vector<Block*> targets;
+  if (mask == 0) {
+    targets.push_back(&blk());
+  } else {
+    for (const auto& b : g_launch->blocks)
+      if (b->cluster_rank < 16 && (mask >> b->cluster_rank) & 1u) targets.push_back(b.get());
+    if (targets.size() != static_cast<size_t>(__builtin_popcount(mask))) {
+      fail("fault", fmt("TMA multicast mask 0x%x names ranks outside the cluster of %zu blocks",
+                        mask, g_launch->blocks.size()), loc);
+    }
+  }
   const uint32_t bytes = box_bytes(m);
-  smem_at(b, dst, bytes, "TMA load", loc);
-  mbar(b, bar, "TMA load (complete_tx)", loc);
+  for (Block* bp : targets) {
+    smem_at(*bp, dst, bytes, "TMA load", loc);
+    mbar(*bp, bar, "TMA load (complete_tx)", loc);
+  }
   int coords[5] = {0, 0, 0, 0, 0};
   for (int i = 0; i < rank; ++i) coords[i] = c[i];
-  Block* bp = &b;
-  add_async([bp, m, dst, bar, coords, bytes, loc] {
-    for_box(m, coords, [&](uint32_t lin, const unsigned char* g) {
-      unsigned char* d = smem_at(*bp, box_smem(m, dst, lin), m.elem_bytes, "TMA load", loc);
-      if (g) std::memcpy(d, g, m.elem_bytes);
-      else std::memset(d, 0, m.elem_bytes);
-    });
-    for (uint32_t i = 0; i < bytes; i += 16) mark_async_write(*bp, swizzle_addr(dst + i, m.swizzle_span), 16);
-    mbar_complete_tx(*bp, bar, bytes, loc);
-  }, "TMA load", loc);
+  for (Block* bp : targets) {
+    add_async([bp, m, dst, bar, coords, bytes, loc] {
+      for_box(m, coords, [&](uint32_t lin, const unsigned char* g) {
+        unsigned char* d = smem_at(*bp, box_smem(m, dst, lin), m.elem_bytes, "TMA load", loc);
+        if (g) std::memcpy(d, g, m.elem_bytes);
+        else std::memset(d, 0, m.elem_bytes);
+      });
+      for (uint32_t i = 0; i < bytes; i += 16) mark_async_write(*bp, swizzle_addr(dst + i, m.swizzle_span), 16);
+      mbar_complete_tx(*bp, bar, bytes, loc);
+    }, "TMA load", loc);
+  }
 }
 
 inline void tma_store(const CUtensorMap* map, uint32_t src, const int* c, int rank, Loc loc) {

@@ -120,6 +120,11 @@ inline void cake_bulk_wait_read(CAKE_LOC) {
     const int c[] = {COORDS};                                                                   \
     ::cake_emu::tma_load(dst, map, bar, c, RANK, ::cake_emu::at({CAKE_LOC_ARGS}));              \
   }                                                                                             \
+  inline void cake_tma_load_mc_##RANK##d(uint32_t dst, const CUtensorMap* map, uint32_t bar,    \
+                                         uint16_t mask, PARAMS, CAKE_LOC) {                      \
+    const int c[] = {COORDS};                                                                   \
+    ::cake_emu::tma_load(dst, map, bar, c, RANK, ::cake_emu::at({CAKE_LOC_ARGS}), mask);        \
+  }                                                                                             \
   inline void cake_tma_store_##RANK##d(const CUtensorMap* map, uint32_t src, PARAMS, CAKE_LOC) { \
     const int c[] = {COORDS};                                                                   \
     ::cake_emu::tma_store(map, src, c, RANK, ::cake_emu::at({CAKE_LOC_ARGS}));                  \
@@ -221,3 +226,12 @@ inline int cake_cluster_ctaid(int d) {
   return static_cast<int>(d == 0 ? c.x : d == 1 ? c.y : c.z);
 }
 inline int cake_cluster_rank() { return ::cake_emu::blk().cluster_rank; }
+inline void cake_mbar_arrive_cluster(uint32_t bar, int cta, uint32_t count, CAKE_LOC) {
+  const ::cake_emu::Loc loc = ::cake_emu::at({CAKE_LOC_ARGS});
+  for (const auto& b : ::cake_emu::g_launch->blocks) {
+    if (b->cluster_rank == cta) { ::cake_emu::mbar_arrive(*b, bar, count, loc); return; }
+  }
+  ::cake_emu::fail("fault", ::cake_emu::fmt("an mbarrier arrival on cluster rank %d, outside "
+                                            "the cluster", cta), loc);
+}
+inline void cake_cluster_sync(CAKE_LOC) { ::cake_emu::cluster_sync(::cake_emu::at({CAKE_LOC_ARGS})); }

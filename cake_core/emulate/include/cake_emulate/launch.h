@@ -111,6 +111,7 @@ inline cudaError_t run_grid(dim3 grid, dim3 block, dim3 cluster, size_t smem, in
   for (unsigned cy = 0; cy < grid.y / cluster.y && !L.aborted; ++cy)
   for (unsigned cx = 0; cx < grid.x / cluster.x && !L.aborted; ++cx) {
     L.blocks.clear();
+    L.cluster_bar = NamedBar{};
     L.threads.clear();
     L.ops.clear();
     L.pending.clear();

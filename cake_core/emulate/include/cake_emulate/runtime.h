@@ -166,6 +166,7 @@ struct Launch {
   dim3 grid, block_dim, cluster;
   int launch_regs = 0;
   std::vector<std::unique_ptr<Block>> blocks;  // the running cluster
+  NamedBar cluster_bar;                        // barrier.cluster over the running cluster
   std::vector<std::unique_ptr<Thread>> threads;
   std::vector<AsyncOp> ops;
   std::vector<size_t> pending;                 // op ids not yet done

@@ -51,6 +51,28 @@ inline void syncthreads(const char* file, int line) {
                                       bp->bars[0].arrived, bp->live); }, loc);
 }
 
+// barrier.cluster arrive + wait: every live thread of every block of the running cluster.
+inline void cluster_sync(Loc loc) {
+  Launch* lp = g_launch;
+  NamedBar& cb = lp->cluster_bar;
+  const uint64_t gen = cb.gen;
+  ++cb.arrived;
+  auto live = [lp] {
+    int n = 0;
+    for (const auto& b : lp->blocks) n += b->live;
+    return n;
+  };
+  auto done = [lp, gen, live] {
+    NamedBar& c = lp->cluster_bar;
+    if (c.gen != gen) return true;
+    if (c.arrived >= live()) { c.arrived = 0; ++c.gen; return true; }
+    return false;
+  };
+  if (done()) { preempt(loc); return; }
+  block_until(done, [lp, live] { return fmt("cluster_sync (%d of %d live threads of the cluster "
+                                            "arrived)", lp->cluster_bar.arrived, live()); }, loc);
+}
+
 // ---- collectives ------------------------------------------------------------------------------
 // Exchange `bytes` of every participant's `in`; returns the snapshot of all of them.
 inline const unsigned char (*exchange(Collective& c, int slot, int participants, const void* in,
