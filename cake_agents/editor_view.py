@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from cake_agents.lsp_client import CakeLspClient
 
 _CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+_OFFER = re.compile(r"^CAKE (\S+) (\{.*?\}): (.*)$")
 _KEYWORDS = frozenset({"def", "if", "for", "while", "with", "return", "and", "or", "not",
                        "in", "elif", "print", "lambda"})
 MAX_HOVERS = 16
@@ -140,5 +141,21 @@ def render(view: EditorView, text: str) -> str:
                      + "\n".join(f"- {h}" for h in view.hovers.values()))
     if view.tactics:
         parts.append("Rewrites the language server offers as code actions (tactics, each "
-                     "verified when applied):\n" + "\n".join(f"- {t}" for t in view.tactics))
+                     "verified when applied):\n" + "\n".join(tactic_lines(view.tactics)))
     return "\n\n".join(parts)
+
+
+def tactic_lines(titles: Sequence[str]) -> list[str]:
+    """One line per tactic with the variants offered: an editor's lightbulb repeats the
+    tactic's reason in every variant's title, which a prompt need not pay for twice."""
+    params: dict[str, list[str]] = {}
+    why: dict[str, str] = {}
+    for title in titles:
+        m = _OFFER.match(title)
+        if m is None:
+            params.setdefault(title, [])
+            continue
+        params.setdefault(m.group(1), []).append(m.group(2))
+        why.setdefault(m.group(1), m.group(3))   # the titles cut it at different lengths
+    return [f"- {name} {', '.join(ps)}: {why[name]}" if ps else f"- {name}"
+            for name, ps in params.items()]

@@ -264,7 +264,8 @@ def evolve(config: EvolveConfig, *, resume: str | None = None,
                                  "; resume with --resume once the cause is fixed")
                 raise
         final = _values(graph.get_state(cfg).values)
-        summary = _summary(run_id, root, store, final, time.monotonic() - t0)
+        summary = _summary(run_id, root, store, final, time.monotonic() - t0,
+                           model=model is not None)
         store.set_status(run_id, summary.status, stop_reason=summary.stop_reason,
                          summary=summary.to_json())
         if write_report:
@@ -313,7 +314,7 @@ def _cuda_arm(info: Any, config: EvolveConfig, model: ModelClient | None
 
 
 def _summary(run_id: str, root: Path, store: RunsStore, final: dict[str, Any],
-             seconds: float) -> RunSummary:
+             seconds: float, *, model: bool = False) -> RunSummary:
     best = final.get("best", {}) or {}
     total = (final.get("usage", {}) or {}).get("total", {})
     halt = final.get("halt", {}) or {}
@@ -323,11 +324,15 @@ def _summary(run_id: str, root: Path, store: RunsStore, final: dict[str, Any],
                if e.get("tactic") == "model"]
     useless = bool(total.get("calls")) and not any(e.get("failed_gate") != "check"
                                                     for e in written)
-    code = int(halt.get("exit", 3)) if halt else \
-        1 if (best.get("hash", "") == "" and evals > 0) or useless else 0
     reason = str(halt.get("reason") or final.get("stop_reason", ""))
+    # a model run whose budget could not pay for its first call asked the model nothing
+    unasked = model and not total.get("calls") and "budget" in reason
+    code = int(halt.get("exit", 3)) if halt else \
+        1 if (best.get("hash", "") == "" and evals > 0) or useless or unasked else 0
     if useless and not halt:
         reason = f"{reason}; the model wrote no kernel that checks"
+    elif unasked and not halt:
+        reason = f"{reason}: the budget cannot pay for one model call (raise it)"
     return RunSummary(run_id, root / run_id, root / STORE_NAME,
                       "stopped" if halt else "finished", reason, evals,
                       int(final.get("proposed", 0)), best.get("hash", ""),

@@ -10,7 +10,13 @@ from typing import Any
 from agent_support import GEMM, MISSING_BAR, NO_TRANSPOSE, TYPO, fenced, run, store
 
 from cake_agents.context import content_hash
-from cake_agents.editor_view import call_sites, condense_hover, parent_view, render
+from cake_agents.editor_view import (
+    call_sites,
+    condense_hover,
+    parent_view,
+    render,
+    tactic_lines,
+)
 from cake_agents.models import ScriptedModel
 
 
@@ -35,7 +41,7 @@ def test_coder_prompt_carries_hovers_and_tactic_actions(run_dir: Path, lsp: Any)
     prompt = model.calls[0][-1]["content"]
     assert "What the editor shows for the parent kernel." in prompt
     assert "- tma_load(dst, src, bar, multicast=0): " in prompt and "- wgmma_wait(n=0): " in prompt
-    assert "\n- CAKE stages {\"stages\"=" in prompt
+    assert "\n- stages {\"stages\"=" in prompt
     assert "Begin with one or two sentences stating your intent" in model.calls[0][0]["content"]
 
 
@@ -78,3 +84,14 @@ def test_repair_prompt_carries_the_hover_of_the_failing_line(run_dir: Path, lsp:
     assert "- tma_load(dst, src, bar, multicast=0): " in prompt
     # only the failing line's calls: the wgmma on another line is not described
     assert "wgmma(acc, a, b)" not in prompt
+
+
+def test_tactic_offers_are_grouped_per_tactic() -> None:
+    titles = ['CAKE stages {"stages"=2}: the copy ring has 4 stages; depth trades',
+              'CAKE stages {"stages"=3}: the copy ring has 4 stages; depth tr',
+              'CAKE swizzle {"buffer"="sa","swizzle"=0}: buffers whose layout',
+              "an offer in another form"]
+    assert tactic_lines(titles) == [
+        '- stages {"stages"=2}, {"stages"=3}: the copy ring has 4 stages; depth trades',
+        '- swizzle {"buffer"="sa","swizzle"=0}: buffers whose layout',
+        "- an offer in another form"]

@@ -101,6 +101,13 @@ def test_a_refused_key_stops_after_one_call(tmp_path: Path, monkeypatch: pytest.
     assert status == "stopped" and "refused the key" in why
 
 
+def test_a_budget_too_small_for_one_call_is_not_a_success(run_dir: Path, lsp: Any) -> None:
+    with ModelServer([Reply(fenced(BETTER))]) as server:
+        summary = _run(run_dir, lsp, server, budget_tokens=500)
+    assert summary.exit_code == 1 and not server.requests
+    assert "the budget cannot pay for one model call" in summary.stop_reason
+
+
 # --- replies -----------------------------------------------------------------------------
 def test_a_good_reply_is_charged_what_the_server_reports(run_dir: Path, lsp: Any) -> None:
     with ModelServer([Reply(fenced(BETTER))]) as server:
