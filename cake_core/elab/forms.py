@@ -1,8 +1,9 @@
 """The builder's own forms: calls that make types and constants, not ops.
 
 `dim`, `cdiv`, `min`/`max`, `range`, `swizzle`, `padded` and `role` (and, in `tile_forms`,
-`sm_count` and `tile_coords`) are evaluated at compile time by the IR builder; `kernel` and `Tensor` are only legal as a decorator and
-an annotation.  They live apart from expression evaluation so each reads as one concern.
+`sm_count` and `tile_coords`) are evaluated at compile time by the IR builder; `kernel`
+and `Tensor` are only legal as a decorator and an annotation.  They live apart from
+expression evaluation so each reads as one concern.
 """
 
 from __future__ import annotations

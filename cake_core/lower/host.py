@@ -317,5 +317,5 @@ def metadata_symbol(code: KernelCode, meta: dict[str, Any]) -> str:
     return f'extern "C" const char cake_meta_{code.entry}[] = R"cakejson({text})cakejson";'
 
 
-__all__ = ["HOST_HELPERS", "SCHEMA", "SM_COUNT_HELPER", "contract_check", "contract_rules", "contract_symbol",
-           "launcher", "metadata", "metadata_symbol", "sym_json"]
+__all__ = ["HOST_HELPERS", "SCHEMA", "SM_COUNT_HELPER", "contract_check", "contract_rules",
+           "contract_symbol", "launcher", "metadata", "metadata_symbol", "sym_json"]

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, TextEdit
 from cake_core.ir.kernel import ForOp, Kernel, Program, walk_nodes
-from cake_core.ir.symbolic import SM_COUNT, Const, Dim, SymExpr, Var, apply_op
+from cake_core.ir.symbolic import SM_COUNT, BinExpr, Const, Dim, SymExpr, Var, apply_op
 from cake_core.source import SourceFile
 from cake_core.verify.edits import SourceIndex
 from cake_core.verify.source_text import loop_header_span, range_arg_texts, tuple_texts
@@ -83,12 +83,12 @@ def _value(e: SymExpr, env: dict[str, int]) -> int | None:
         return e.value
     if isinstance(e, Dim):
         return env.get(e.name)
-    if isinstance(e, Var):
+    if not isinstance(e, BinExpr):
+        return None  # a runtime index: no launch-time value
+    a, b = _value(e.left, env), _value(e.right, env)
+    if a is None or b is None or (e.op in ("//", "%", "cdiv") and b == 0):
         return None
-    a, b = _value(e.left, env), _value(e.right, env)  # type: ignore[attr-defined]
-    if a is None or b is None or (e.op in ("//", "%", "cdiv") and b == 0):  # type: ignore[attr-defined]
-        return None
-    return apply_op(e.op, a, b)  # type: ignore[attr-defined]
+    return apply_op(e.op, a, b)
 
 
 def _launches(exprs: tuple[SymExpr, ...]) -> Iterator[dict[str, int]]:

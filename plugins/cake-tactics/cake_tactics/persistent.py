@@ -36,9 +36,9 @@ from typing import Any
 
 from cake_core.diagnostics.model import TextEdit
 from cake_core.hardware import default_gpu, get_arch
+from cake_core.ir.kernel import Kernel
 from cake_core.ir.symbolic import is_sm_count
 from cake_core.ir.tile_order import DEFAULT_GROUP
-from cake_core.ir.kernel import Kernel
 from cake_core.ir.types import PipelineType
 from cake_core.plugins import Tactic, TacticResult
 from cake_core.primitives.registry import Provenance
