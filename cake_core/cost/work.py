@@ -118,24 +118,30 @@ def resolve_gpu(arch: str, gpu: GpuSpec | None) -> tuple[GpuSpec, ArchSpec]:
     return g, gspec
 
 
-def required_dims(kernel: Kernel) -> list[str]:
-    """Dims a prediction needs: the grid's, the loop bounds' and the tensors' extents
-    (`sm_count()` apart: the target GPU supplies it)."""
+def _launch_dims(kernel: Kernel) -> set[str]:
+    """Every dim the grid, the loop bounds and the tensors' extents use."""
     exprs: list[SymExpr] = list(kernel.grid)
     for n in kernel.walk():
         if isinstance(n, ForOp):
             exprs += [n.start, n.stop, n.step]
     for p in kernel.params:
         exprs += list(getattr(p.value.type, "shape", ()))
-    return sorted(dims_needed(exprs) - {SM_COUNT})
+    return dims_needed(exprs)
+
+
+def required_dims(kernel: Kernel) -> list[str]:
+    """Dims a prediction needs: the grid's, the loop bounds' and the tensors' extents
+    (`sm_count()` apart: the target GPU supplies it)."""
+    return sorted(_launch_dims(kernel) - {SM_COUNT})
 
 
 def profile(kernel: Kernel, dims: Mapping[str, int], gpu: GpuSpec | None = None,
             *, arch: str | None = None) -> KernelProfile:
     """Walk `kernel` once with the given dims; raises CostError when it cannot be priced."""
     gpu_spec, arch_spec = resolve_gpu(arch or kernel.arch, gpu)
-    # `sm_count()` is the target GPU's SM count unless the caller pins it
-    env = {SM_COUNT: gpu_spec.sms, **{k: int(v) for k, v in dims.items()}}
+    env = {k: int(v) for k, v in dims.items()}
+    if SM_COUNT not in env and SM_COUNT in _launch_dims(kernel):
+        env[SM_COUNT] = gpu_spec.sms  # `sm_count()`: the target GPU's, unless pinned
     missing = [d for d in required_dims(kernel) if d not in env]
     if missing:
         raise CostError(f"--dims needs a value for {', '.join(missing)}")

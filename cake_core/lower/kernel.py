@@ -117,7 +117,7 @@ def _dims_of(k: Kernel) -> list[str]:
     visit(k.grid)
     for n in k.walk():
         if isinstance(n, ForOp):
-            visit((n.start, n.stop))
+            visit((n.start, n.stop, n.step))  # a step may be a launch-time size too
         elif isinstance(n, Op):
             visit(tuple(n.args.values()))
     declared = [d for d in k.dims if d in seen]
