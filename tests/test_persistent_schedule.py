@@ -26,6 +26,7 @@ from cake_core.hardware import get_gpu
 from cake_core.ir import symbolic as S
 from cake_core.ir.tile_order import tile_coords
 from cake_core.lower import lower_source
+from cake_core.lower.context import LowerContext
 from cake_core.sim import SimKernel, simulate
 from cake_core.sim.program import SimSetupError
 from cake_core.sim.runstate import SIM_SM_COUNT
@@ -98,8 +99,6 @@ def test_the_lowered_cuda_arithmetic_is_a_bijection(tmp_path: Path) -> None:
     lowered = lower_source(SourceFile(EXAMPLE.read_text(encoding="utf-8"),
                                       "gemm_sm90_persistent.cake"))
     assert lowered.kernels and not [d for d in lowered.diagnostics if d.severity.value == "error"]
-    from cake_core.lower.context import LowerContext
-
     printer = LowerContext.__new__(LowerContext)
     printer.dims = {"TM": "tm", "TN": "tn"}  # only what `sym` reads for dims and `@` vars
     cases = []
