@@ -1,10 +1,10 @@
 """Persistent tile loops: a small grid of blocks that loop over the output tiles.
 
-A persistent kernel launches about one block per SM, and each block walks
+A persistent kernel launches about one block per SM (`NSM`: `sm_count()`, or a
+constant), and each block walks
 
     for tile_id in range(block.x, ntiles, NSM):
-        tile_x = tile_id % GX
-        tile_y = tile_id // GX
+        tile_x, tile_y = tile_coords(tile_id, GX, GY)   # or tile_id % GX, tile_id // GX
         ...
 
 It computes the same tiles as the kernel with one block per tile, in the same order:

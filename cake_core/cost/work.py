@@ -24,7 +24,7 @@ from cake_core.cost.record import FREE, CostContext, CostRecord, GlobalAccess
 from cake_core.cost.resources import ResourceReport, resource_report
 from cake_core.hardware import ArchSpec, GpuSpec, default_gpu, get_arch
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role
-from cake_core.ir.symbolic import SymExpr, Var
+from cake_core.ir.symbolic import SM_COUNT, SymExpr, Var
 from cake_core.primitives.facets import FacetError, Unsupported
 from cake_core.verify.register_estimate import ALL_WARPS
 from cake_core.verify.unroll import condition_leaves, truth
@@ -118,15 +118,21 @@ def resolve_gpu(arch: str, gpu: GpuSpec | None) -> tuple[GpuSpec, ArchSpec]:
     return g, gspec
 
 
-def required_dims(kernel: Kernel) -> list[str]:
-    """Dims a prediction needs: the grid's, the loop bounds' and the tensors' extents."""
+def _launch_dims(kernel: Kernel) -> set[str]:
+    """Every dim the grid, the loop bounds and the tensors' extents use."""
     exprs: list[SymExpr] = list(kernel.grid)
     for n in kernel.walk():
         if isinstance(n, ForOp):
             exprs += [n.start, n.stop, n.step]
     for p in kernel.params:
         exprs += list(getattr(p.value.type, "shape", ()))
-    return sorted(dims_needed(exprs))
+    return dims_needed(exprs)
+
+
+def required_dims(kernel: Kernel) -> list[str]:
+    """Dims a prediction needs: the grid's, the loop bounds' and the tensors' extents
+    (`sm_count()` apart: the target GPU supplies it)."""
+    return sorted(_launch_dims(kernel) - {SM_COUNT})
 
 
 def profile(kernel: Kernel, dims: Mapping[str, int], gpu: GpuSpec | None = None,
@@ -134,6 +140,8 @@ def profile(kernel: Kernel, dims: Mapping[str, int], gpu: GpuSpec | None = None,
     """Walk `kernel` once with the given dims; raises CostError when it cannot be priced."""
     gpu_spec, arch_spec = resolve_gpu(arch or kernel.arch, gpu)
     env = {k: int(v) for k, v in dims.items()}
+    if SM_COUNT not in env and SM_COUNT in _launch_dims(kernel):
+        env[SM_COUNT] = gpu_spec.sms  # `sm_count()`: the target GPU's, unless pinned
     missing = [d for d in required_dims(kernel) if d not in env]
     if missing:
         raise CostError(f"--dims needs a value for {', '.join(missing)}")

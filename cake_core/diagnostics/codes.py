@@ -300,6 +300,12 @@ MULTICAST_PEER_REUSE = _builtin(
     "CK325", "multicast-peer-reuse",
     "A multicast in a loop overwrites the peers' buffer with no cluster-wide handshake "
     "after their last read of it.")
+# CK326: persistent tile loops (cake_core/verify/tile_loops.py)
+TILE_LOOP_STRIDE = _builtin(
+    "CK326", "tile-loop-stride",
+    "A persistent tile loop `range(block.x, tiles, S)` whose step is not the launched grid "
+    "extent, so some tiles are skipped or computed twice.",
+    fix=FixAvailability.SOMETIMES)
 
 # --- CK4xx: layouts and memory access (cake_core/verify/layout.py, bounds.py) --------------
 SWIZZLE_ROW_MISMATCH = _builtin(

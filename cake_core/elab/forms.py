@@ -1,8 +1,9 @@
 """The builder's own forms: calls that make types and constants, not ops.
 
-`dim`, `cdiv`, `min`/`max`, `range`, `swizzle`, `padded` and `role` are evaluated at
-compile time by the IR builder; `kernel` and `Tensor` are only legal as a decorator and
-an annotation.  They live apart from expression evaluation so each reads as one concern.
+`dim`, `cdiv`, `min`/`max`, `range`, `swizzle`, `padded` and `role` (and, in `tile_forms`,
+`sm_count` and `tile_coords`) are evaluated at compile time by the IR builder; `kernel`
+and `Tensor` are only legal as a decorator and an annotation.  They live apart from
+expression evaluation so each reads as one concern.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, TextEdit
 from cake_core.elab.scope import int_value
 from cake_core.elab.state import KernelState, ProgramState
+from cake_core.elab.tile_forms import TileForms
 from cake_core.ir import symbolic as S
 from cake_core.ir.kernel import Value
 from cake_core.ir.types import (
@@ -34,7 +36,7 @@ _ZERO, _ONE = S.Const(0), S.Const(1)  # immutable, so shared
 _RANGE, _LAYOUT = RangeType(), LayoutType()
 
 
-class BuilderForms:
+class BuilderForms(TileForms):
     """The base of the Evaluator's layers: `_form_<name>` handles a call to `<name>`."""
 
     pb: ProgramState
@@ -125,9 +127,13 @@ class BuilderForms:
             syms.append(v.sym if v.sym is not None else sym_of(v))
         start, stop, step = (_ZERO, syms[0], _ONE) if len(syms) == 1 else \
             (syms[0], syms[1], syms[2] if len(syms) == 3 else _ONE)
-        if step.const is None or step.const <= 0:
+        if (step.const is None and not step.is_launch_constant) or \
+                (step.const is not None and step.const <= 0):
+            # a launch-time step (`sm_count()`, a grid extent) is what a persistent tile
+            # loop strides by; it is positive whenever the grid holds a block at all
             self.diags.append(codes.NOT_CONSTANT.at(
-                e.span, "a range step must be a positive constant"))
+                e.span, "a range step must be a positive constant or a launch-time size "
+                        "(a dim, `sm_count()`)"))
             return error_value(e.span)
         return Value("range", _RANGE, e.span, None, (start, stop, step))
 
@@ -143,6 +149,11 @@ class BuilderForms:
         if not isinstance(name.const, str) or not name.const.isidentifier():
             self.diags.append(codes.TYPE_MISMATCH.at(
                 e.args[0].span, "a dim's name is an identifier string, e.g. dim(\"M\")"))
+            return error_value(e.span)
+        if name.const == S.SM_COUNT:
+            self.diags.append(codes.BAD_ARGUMENTS.at(
+                e.args[0].span, f"`{S.SM_COUNT}` is the device's SM count: write "
+                "`sm_count()`, or give this dim another name"))
             return error_value(e.span)
         multiple, maxv = 1, None
         for kw in e.keywords:

@@ -45,7 +45,7 @@ FRAG_LAYOUT_NAMES: dict[str, FragLayout] = {f.value: f for f in FragLayout}
 
 #: Functions the builder itself evaluates (they make types, not ops).
 BUILDER_FUNCTIONS = ("dim", "cdiv", "min", "max", "range", "role", "kernel", "swizzle",
-                     "padded", "Tensor")
+                     "padded", "Tensor", "sm_count", "tile_coords")
 
 FLOAT_CONSTANTS = {"inf": math.inf, "nan": math.nan, "pi": math.pi}
 

@@ -31,6 +31,15 @@ FORMS: dict[str, FormSignature] = {f.name: f for f in (
     FormSignature("range", ("start", "stop", "step=1"),
                   "The iteration space of a `for` loop or a role's warps: `range(stop)` or "
                   "`range(start, stop[, step])`; the step is a positive constant."),
+    FormSignature("sm_count", (),
+                  "The SM count of the device the kernel is launched on: a launch-time size "
+                  "like a dim, supplied by the device (the launcher asks the driver; the "
+                  "simulator uses 2 unless `sm_count=` is given). Persistent grids: "
+                  "`grid=(min(sm_count(), ntiles),)`."),
+    FormSignature("tile_coords", ("tile", "tiles_m", "tiles_n", "group=8", 'raster="m"'),
+                  "(tile_m, tile_n) of a linear tile index in a grouped raster order: bands "
+                  "of `group` tiles along `raster`, that axis fastest, for L2 reuse. A "
+                  "bijection onto the tile grid, ragged last band included."),
     FormSignature("role", ("name", "warps=range(first, stop)", "regs=None"),
                   "A warp role: the warps that run the block under it, and optionally the "
                   "registers per thread they keep (setmaxnreg)."),

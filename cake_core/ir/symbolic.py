@@ -120,7 +120,7 @@ class Dim(SymExpr):
     is_launch_constant = True
 
     def __str__(self) -> str:
-        return self.name
+        return "sm_count()" if self.name == SM_COUNT else self.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +135,23 @@ class Var(SymExpr):
 
     def __str__(self) -> str:
         return self.name
+
+
+SM_COUNT = "sm_count"
+"""The launch-time size `sm_count()` names: the multiprocessor count of the device the
+kernel is launched on.  It is a `Dim` like `dim("M")` -- known at launch, never at compile
+time -- except that the device, not the caller, supplies it: the lowered launcher asks the
+driver, the simulator uses a small configurable count, the cost model the target GPU's.
+`dim("sm_count")` is refused, so the name always means this."""
+
+
+def sm_count() -> Dim:
+    """The launch-time SM count (see SM_COUNT)."""
+    return Dim(SM_COUNT)
+
+
+def is_sm_count(e: SymExpr) -> bool:
+    return isinstance(e, Dim) and e.name == SM_COUNT
 
 
 _OPS = {"+": 6, "-": 6, "*": 7, "//": 7, "%": 7, "cdiv": 9, "min": 9, "max": 9}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic
 from cake_core.hardware import get_arch
+from cake_core.ir.symbolic import SM_COUNT
 from cake_core.lower import host, prelude
 from cake_core.lower.emitter import Emitter
 from cake_core.lower.kernel import lower_kernel
@@ -136,6 +137,8 @@ def _lower_kernels(out: LowerResult, kernels: list, module: Any, cu_name: str) -
         em.lines.extend(c.emitter.lines)
     if any(c.ctx.tmaps for c in codes_):
         em.emit("#ifndef CAKE_EMULATE" + host.HOST_HELPERS + "#endif  // CAKE_EMULATE", None)
+    if any(SM_COUNT in c.ctx.dims for c in codes_):
+        em.emit(host.SM_COUNT_HELPER, None)
     for c in codes_:
         meta = host.metadata(c, cu_name)
         em.blank()

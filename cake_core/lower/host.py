@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr
+from cake_core.ir.symbolic import SM_COUNT, BinExpr, Const, Dim, SymExpr
 from cake_core.ir.types import ScalarType, TensorType
 from cake_core.lower.context import CTYPE, TMAP_DTYPE, TmapSpec
 from cake_core.lower.kernel import KernelCode
@@ -58,6 +58,30 @@ inline cudaError_t cake_encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype
                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return res == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+#endif
+"""
+
+SM_COUNT_HELPER = r"""
+// ---- the device's SM count, for `sm_count()` ----------------------------------------------
+#ifndef CAKE_SM_COUNT_HELPER
+#define CAKE_SM_COUNT_HELPER
+// The multiprocessor count of the current device, asked once per device and cached: a
+// persistent grid sizes itself by the GPU it runs on, never by a number in the text.
+inline cudaError_t cake_sm_count(int* out) {
+  static int cached[64] = {};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  const bool slot = device >= 0 && device < 64;
+  if (slot && cached[device] > 0) { *out = cached[device]; return cudaSuccess; }
+  int n = 0;
+  err = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess) return err;
+  if (n < 1) return cudaErrorNotSupported;
+  if (slot) cached[device] = n;
+  *out = n;
+  return cudaSuccess;
 }
 #endif
 """
@@ -172,13 +196,14 @@ def launcher(code: KernelCode) -> str:
             else ctx.scalars[p.name] for p in k.params
             if isinstance(p.value.type, TensorType | ScalarType)]
     dims = [ctx.dims[d] for d in code.dim_order]
-    args += dims
+    args += [ctx.dims[d] for d in code.kernel_dims]
     args += [s.cname for s in ctx.tmaps]
     lines = [contract_check(code), "",
              f'extern "C" cudaError_t cake_launch_{code.entry}(' +
              ", ".join(launcher_params(code)) + ") {",
              f"  if ({contract_symbol(code)}({', '.join(dims)}) != nullptr) "
              "return cudaErrorInvalidValue;  // dims break the size contract: launch nothing",
+             *_sm_count_lines(code),
              f"  const dim3 grid({', '.join(grid)});",
              "  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return cudaSuccess;  "
              "// nothing to do"]
@@ -203,6 +228,15 @@ def launcher(code: KernelCode) -> str:
               ", ".join(args) + ");",
               "  return cudaGetLastError();", "#endif", "}"]
     return "\n".join(lines)
+
+
+def _sm_count_lines(code: KernelCode) -> list[str]:
+    """The launcher's `sm_count()`: the device's, asked before the grid is computed."""
+    if SM_COUNT not in code.ctx.dims:
+        return []
+    c = code.ctx.dims[SM_COUNT]
+    return [f"  int {c} = 0;  // sm_count(): the device's multiprocessor count",
+            f"  {{ const cudaError_t e = cake_sm_count(&{c}); if (e != cudaSuccess) return e; }}"]
 
 
 def metadata(code: KernelCode, cu_name: str) -> dict[str, Any]:
@@ -283,5 +317,5 @@ def metadata_symbol(code: KernelCode, meta: dict[str, Any]) -> str:
     return f'extern "C" const char cake_meta_{code.entry}[] = R"cakejson({text})cakejson";'
 
 
-__all__ = ["HOST_HELPERS", "SCHEMA", "contract_check", "contract_rules", "contract_symbol",
-           "launcher", "metadata", "metadata_symbol", "sym_json"]
+__all__ = ["HOST_HELPERS", "SCHEMA", "SM_COUNT_HELPER", "contract_check", "contract_rules",
+           "contract_symbol", "launcher", "metadata", "metadata_symbol", "sym_json"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from cake_core.elab.bindings import bindings_of
 from cake_core.hardware import ArchSpec
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value, walk_nodes
-from cake_core.ir.symbolic import Dim, SymExpr
+from cake_core.ir.symbolic import SM_COUNT, Dim, SymExpr
 from cake_core.ir.types import (
     BarrierType,
     FragmentType,
@@ -62,8 +62,12 @@ class KernelCode:
     smem_bytes: int
     smem_const: str
     dim_order: list[str]
+    """The dims the launcher takes, in order: the kernel's, less `sm_count`, which the
+    launcher asks the device for (the kernel function itself takes them all)."""
     launch_regs: int | None
     """Registers per thread at launch when a role sets its own (setmaxnreg), else None."""
+    kernel_dims: list[str]
+    """The dims the kernel function takes, in order (`sm_count` included)."""
 
 
 def launch_ceiling(threads: int, arch: ArchSpec) -> int:
@@ -113,7 +117,7 @@ def _dims_of(k: Kernel) -> list[str]:
     visit(k.grid)
     for n in k.walk():
         if isinstance(n, ForOp):
-            visit((n.start, n.stop))
+            visit((n.start, n.stop, n.step))  # a step may be a launch-time size too
         elif isinstance(n, Op):
             visit(tuple(n.args.values()))
     declared = [d for d in k.dims if d in seen]
@@ -165,7 +169,8 @@ def lower_kernel(kernel: Kernel, source: SourceFile, module: ast.Module | None,
     launch = launch_regs(kernel, arch)
     w = _Writer(ctx, em, source)
     w.kernel(entry, dims, smem.total)
-    return KernelCode(kernel, entry, em, ctx, plan, smem.total, smem_const, dims, launch)
+    return KernelCode(kernel, entry, em, ctx, plan, smem.total, smem_const,
+                      [d for d in dims if d != SM_COUNT], launch, dims)
 
 
 class _Writer:
@@ -342,11 +347,13 @@ class _Writer:
         start, stop = ctx.sym(n.start), ctx.sym(n.stop)
         if ctx.g.role is None:
             self.top_used |= _idents(start + " " + stop)
-        step = n.step.const or 1
+        step = str(n.step.const) if n.step.const is not None else ctx.sym(n.step)
+        if ctx.g.role is None and n.step.const is None:
+            self.top_used |= _idents(step)
         trips = n.trip_count.const
         em.at(n.span.start.line)
         em.emit("#pragma unroll" if trips is not None and trips <= 16 else "#pragma unroll 1")
-        inc = f"++{v}" if step == 1 else f"{v} += {step}"
+        inc = f"++{v}" if step == "1" else f"{v} += {step}"
         em.open(f"for (int {v} = {start}; {v} < {stop}; {inc})")
         ctx.push()
         ctx.declare(("var", n.var.name), v)

@@ -20,14 +20,14 @@ from cake_core.diagnostics import codes
 from cake_core.diagnostics.codes import Rule
 from cake_core.diagnostics.model import Related
 from cake_core.ir.kernel import Op, Value
-from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var, apply_op
+from cake_core.ir.symbolic import SM_COUNT, BinExpr, Const, Dim, SymExpr, Var, apply_op
 from cake_core.ir.types import BarrierType, NoneType, SmemType
 from cake_core.ir.values import Predicate, ViewOrigin
 from cake_core.sim.dtypes import STORAGE
 from cake_core.sim.lanes import holds_thread0
 from cake_core.sim.layout import SmemFault, SmemView
 from cake_core.sim.races import VC, Access, Conflict
-from cake_core.sim.runstate import BlockState, SimRun
+from cake_core.sim.runstate import SIM_SM_COUNT, BlockState, SimRun
 from cake_core.sim.state import AsyncOp, Fragment, MBarrier, PipelineRT, Proc, TileRef
 from cake_core.source import Span
 
@@ -79,7 +79,12 @@ class SimContext:
                 raise SimUnsupported(f"the index `{e.name}` has no value here")
             return v
         if isinstance(e, Dim):
-            return self.run.dims[e.name]
+            v = self.run.dims.get(e.name)
+            if v is None:  # `sm_count()` used only in the body: the simulator's own count
+                if e.name != SM_COUNT:
+                    raise SimUnsupported(f"the dim `{e.name}` has no value in this launch")
+                return SIM_SM_COUNT
+            return v
         if isinstance(e, BinExpr):
             a, b = self.eval_sym(e.left), self.eval_sym(e.right)
             if e.op in ("//", "%", "cdiv") and b == 0:

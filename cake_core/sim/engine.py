@@ -23,14 +23,14 @@ from threadpoolctl import threadpool_limits
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, Related
-from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr
+from cake_core.ir.symbolic import SM_COUNT, BinExpr, Const, Dim, SymExpr
 from cake_core.ir.types import TensorType
 from cake_core.sim.context import GlobalFault, SimContext, SimUnsupported
 from cake_core.sim.dtypes import POISON_BYTE, STORAGE, decode, encode
 from cake_core.sim.interp import run_process
 from cake_core.sim.layout import SmemFault
 from cake_core.sim.program import SimKernel, SimSetupError
-from cake_core.sim.runstate import BlockState, Findings, SimRun
+from cake_core.sim.runstate import SIM_SM_COUNT, BlockState, Findings, SimRun
 from cake_core.sim.schedule import RoundRobin, Schedule
 from cake_core.sim.state import AsyncOp, GlobalTensor, Proc
 from cake_core.source import Span
@@ -91,6 +91,9 @@ def launch_dims(sk: SimKernel, dims: Mapping[str, int]) -> dict[str, int]:
     for name, d in k.dims.items():
         if name in dims:
             needed.setdefault(name, d)
+    if SM_COUNT in needed or SM_COUNT in dims:
+        needed[SM_COUNT] = Dim(SM_COUNT)
+        dims = {SM_COUNT: SIM_SM_COUNT, **dims}
     missing = [n for n in needed if n not in dims]
     if missing:
         raise SimSetupError(f"missing dims: {', '.join(missing)} (give e.g. "
@@ -112,7 +115,7 @@ def _const(e: SymExpr, dims: Mapping[str, int]) -> int:
     if isinstance(e, Const):
         return e.value
     if isinstance(e, Dim):
-        return dims[e.name]
+        return dims[e.name] if e.name != SM_COUNT else dims.get(e.name, SIM_SM_COUNT)
     if isinstance(e, BinExpr):
         a, b = _const(e.left, dims), _const(e.right, dims)
         return {"+": a + b, "-": a - b, "*": a * b, "min": min(a, b), "max": max(a, b),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cake_core.ir.symbolic import Dim
+from cake_core.ir.symbolic import Dim, is_sm_count
 from cake_core.ir.types import TensorType
 from cake_core.sim.engine import launch_dims, make_tensors
 from cake_core.sim.program import SimKernel
@@ -26,7 +26,7 @@ def default_dims(sk: SimKernel, size: int = 128) -> dict[str, int]:
                     out[a.name] = _fit(size, a)
     for g in sk.kernel.grid:
         for a in g.atoms():
-            if isinstance(a, Dim) and a.name not in out:
+            if isinstance(a, Dim) and a.name not in out and not is_sm_count(a):
                 out[a.name] = _fit(size, a)
     return out
 

@@ -62,6 +62,8 @@ def _nodes(ctx: SimContext, nodes: list[Node]) -> Generator[Blocked | None, None
             yield from _divergent_loop(ctx, n)
         elif isinstance(n, ForOp):
             start, stop, step = (ctx.eval_sym(e) for e in (n.start, n.stop, n.step))
+            if step <= 0:  # a launch-time step (`sm_count()`) that came out empty
+                raise SimUnsupported(f"the loop step `{n.step}` is {step} at this launch")
             name = n.var.sym.name if isinstance(n.var.sym, Var) else n.var.name
             env = ctx.proc.env
             for i in range(start, stop, step):

@@ -20,6 +20,12 @@ from cake_core.sim.state import AsyncOp, GlobalTensor, GroupBarrier, Proc
 if TYPE_CHECKING:
     from cake_core.sim.program import SimKernel
 
+#: The SM count (`sm_count()`) a simulated launch sees unless it gives `sm_count=`: small
+#: and fixed, so runs are deterministic and a persistent kernel's tile loop runs more than
+#: once per block on the simulator's small shapes (a count of 1 would leave no second block
+#: to interleave with).
+SIM_SM_COUNT = 2
+
 
 class Findings:
     """Diagnostics of a run, one per distinct bug (by code and the places involved)."""

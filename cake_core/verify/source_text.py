@@ -41,6 +41,19 @@ def loop_header(source: SourceFile, loop: ForOp) -> str:
     return " ".join(source.snippet(loop_header_span(source, loop)).split())
 
 
+def range_arg_texts(source: SourceFile, loop: ForOp) -> list[tuple[str, Span]] | None:
+    """The arguments of a loop's `range(...)` as written, or None when the header is not
+    `for x in range(...)`."""
+    header = loop_header_span(source, loop)
+    a, b = header.start.offset, header.end.offset
+    data = source.data
+    at = data.find(b"range(", a, b)
+    close = data.rfind(b")", a, b)
+    if at < 0 or close < at:
+        return None
+    return _split_top(source, at + len(b"range("), close)
+
+
 def _split_top(source: SourceFile, start: int, end: int) -> list[tuple[str, Span]]:
     """The comma-separated parts of the bytes [start, end) at bracket depth 0."""
     data = source.data

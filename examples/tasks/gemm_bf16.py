@@ -29,6 +29,10 @@ TASK = Task(
     kernels=(
         KernelEntry("../gemm_sm90.cake", "gemm_sm90"),
         KernelEntry("../gemm_sm90_tma_epilogue.cake", "gemm_sm90_tma_epilogue"),
+        # more tiles than the simulator's 2 SMs: every block's tile loop comes round
+        KernelEntry("../gemm_sm90_persistent.cake", "gemm_sm90_persistent",
+                    sim_shapes=(Shape({"M": 512, "N": 512, "K": 64}),
+                                Shape({"M": 520, "N": 264, "K": 72}, label="ragged"))),
         KernelEntry(
             "../tinygemm_sm90.cake", "tinygemm_sm90", params={"B": "W"},
             shapes=(Shape({"M": 16, "N": 8192, "K": 8192}, 1.0, "decode, 16 tokens"),

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.nvcc,
 
 ROOT = Path(__file__).resolve().parents[2]
 STEMS = ["gemm_sm80", "gemm_sm90", "kmeans_assign_sm90", "kmeans_assign_sm90_dbuf",
-         "kmeans_assign_sm90_pingpong", "tinygemm_sm90"]
+         "kmeans_assign_sm90_pingpong", "tinygemm_sm90", "gemm_sm90_persistent"]
 
 
 def _source(stem: str) -> SourceFile:
@@ -116,13 +116,15 @@ def test_nvcc_error_points_at_the_cake_line(tmp_path: Path) -> None:
     assert errors[0].span.start.line + 1 == text.splitlines().index("    bogus()") + 1
 
 
-def test_the_launcher_builds_into_a_shared_library(tmp_path: Path) -> None:
-    """`-cubin` compiles device code only: build the host launcher too, as a runner would."""
+@pytest.mark.parametrize("stem", ["tinygemm_sm90", "gemm_sm90_persistent"])
+def test_the_launcher_builds_into_a_shared_library(stem: str, tmp_path: Path) -> None:
+    """`-cubin` compiles device code only: build the host launcher too, as a runner would
+    (the persistent kernel's launcher asks the runtime for the device's SM count)."""
     import subprocess
 
     from cake_core.lower import lower_source
 
-    res = lower_source(_source("tinygemm_sm90"), cu_name="tiny.cu")
+    res = lower_source(_source(stem), cu_name="tiny.cu")
     assert res.cu is not None
     (tmp_path / "tiny.cu").write_text(res.cu)
     cmd = res.kernels[0].meta["build"]["shared_library"].split()
@@ -131,7 +133,7 @@ def test_the_launcher_builds_into_a_shared_library(tmp_path: Path) -> None:
     proc = subprocess.run([str(tc.nvcc), *cmd[1:]], cwd=tmp_path, capture_output=True,
                           text=True, check=False, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert (tmp_path / "libtinygemm_sm90.so").stat().st_size > 0
+    assert (tmp_path / f"lib{stem}.so").stat().st_size > 0
 
 
 HOST_PROGRAM = """

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = [
     ("gemm_bf16", "examples/gemm_sm90.cake", "gemm_sm90"),
     ("gemm_bf16", "examples/gemm_sm90_tma_epilogue.cake", "gemm_sm90_tma_epilogue"),
+    ("gemm_bf16", "examples/gemm_sm90_persistent.cake", "gemm_sm90_persistent"),
     ("gemm_bf16", "examples/tinygemm_sm90.cake", "tinygemm_sm90"),
     ("gemm_f16_sm80", "examples/gemm_sm80.cake", "gemm_sm80"),
     ("kmeans_assign", "examples/kmeans_assign_sm90.cake", "kmeans_assign_sm90"),

@@ -2,18 +2,23 @@
 
 A kernel whose grid is one block per output tile launches `ntiles` blocks in waves; the
 last wave leaves SMs idle, and every block pays its prologue (pipeline fill, barrier
-init).  The persistent form launches `NSM` blocks (the SM count of the arch's reference
-GPU, `cake_core.hardware.default_gpu(arch).sms`), and each runs
+init).  The persistent form launches `min(sm_count(), ntiles)` blocks -- one per SM of
+the device it runs on, which the launcher asks the driver for; no SM count is written
+into the text -- and each runs
 
-    for tile_id in range(block.x, ntiles, NSM):
-        tile_x = tile_id % GX          # (and tile_y = tile_id // GX for a 2-D grid)
+    for tile_id in range(block.x, ntiles, sm_count()):
+        tile_x, tile_y = tile_coords(tile_id, GX, GY, group=8, raster="m")
         ... the old body, with block.x / block.y replaced by tile_x / tile_y ...
 
-in every role, so a pipeline keeps running across tiles: the producer starts on the next
-tile's copies while the consumers finish the current one, and both sides walk the same
-tiles in the same order, so acquires and waits stay balanced.  A role-less kernel runs
-its whole body per tile with a block barrier at the end (its next tile's copies refill
-buffers slower warps may still read).
+in every role (CK326 holds: the step is the grid when there are more tiles than SMs, and
+each block's loop runs once when there are fewer).  `tile_coords` walks the tiles in
+bands of `group` tiles along the fast axis, so the blocks working at one time share their
+input panels in L2; a 1-D grid walks its tiles in order, a 3-D one x fastest.  A pipeline
+keeps running across tiles: the producer starts on the next tile's copies while the
+consumers finish the current one, and both sides walk the same tiles in the same order,
+so acquires and waits stay balanced.  A role-less kernel runs its whole body per tile
+with a block barrier at the end (its next tile's copies refill buffers slower warps may
+still read).
 
 Applies only where that is sound without further analysis: no clusters, no raw mbarriers
 (their parities would need to alternate per tile), and no shared-memory writes other than
@@ -32,6 +37,8 @@ from typing import Any
 from cake_core.diagnostics.model import TextEdit
 from cake_core.hardware import default_gpu, get_arch
 from cake_core.ir.kernel import Kernel
+from cake_core.ir.symbolic import is_sm_count
+from cake_core.ir.tile_order import DEFAULT_GROUP
 from cake_core.ir.types import PipelineType
 from cake_core.plugins import Tactic, TacticResult
 from cake_core.primitives.registry import Provenance
@@ -88,8 +95,9 @@ def _plan(kernel: Kernel, source: SourceFile) -> Persistent | None:
     spec = get_arch(kernel.arch)
     if spec is None or any(c > 1 for c in kernel.cluster) or not 1 <= len(kernel.grid) <= 3:
         return None
-    if all(g.const is not None for g in kernel.grid):
-        return None  # a fixed grid: already persistent, or nothing that scales with the data
+    if all(g.const is not None for g in kernel.grid) or any(
+            is_sm_count(a) for g in kernel.grid for a in g.atoms()):
+        return None  # a fixed or SM-sized grid: already persistent, or nothing that scales
     if any(op.name in RAW_BARRIER_OPS or (op.name == "wait" and not isinstance(
             op.args["self"].type, PipelineType)) for op in kernel.ops()):
         return None
@@ -185,22 +193,28 @@ def _paren(text: str) -> str:
         text.endswith(")") and text.split("(", 1)[0].isidentifier()) else f"({text})"
 
 
-def _render(plan: Persistent, source: SourceFile, order: str) -> tuple[TextEdit, ...] | None:
-    k = plan.kernel
+def _render(plan: Persistent, source: SourceFile, order: str,
+            group: int) -> tuple[TextEdit, ...] | None:
     taken = names_in_text(source.text)
-    nsm = "NSM" if "NSM" not in taken else fresh_name(taken, "NUM_SMS", "SM_COUNT")
     tile = fresh_name(taken, "tile_id", "tile_index")
     ntiles = fresh_name(taken, "ntiles", "num_tiles")
     names = {a: fresh_name(taken, f"tile_{a}") for a in AXES[:len(plan.grid_texts)]}
     if len(plan.grid_texts) == 1:
         names = {"x": tile}
-    coords = _coords(plan, order, tile, names) if len(plan.grid_texts) > 1 else []
+        coords: list[str] = []
+    elif len(plan.grid_texts) == 2:
+        gx, gy = plan.grid_texts
+        raster = "m" if order == "x" else "n"
+        coords = [f"{names['x']}, {names['y']} = tile_coords({tile}, {gx}, {gy}, "
+                  f"group={group}, raster=\"{raster}\")"]
+    else:
+        coords = _coords(plan, order, tile, names)
     step = "    "
     unit = indent_of(source.line_text(plan.body[0].node.span.start.line))
     total = " * ".join(_paren(g) for g in plan.grid_texts)
-    header = f"for {tile} in range(block.x, {ntiles}, {nsm}):"
+    header = f"for {tile} in range(block.x, {ntiles}, sm_count()):"
     blocks = [s.text for s in plan.decls]
-    blocks.append(f"{ntiles} = {total}   # output tiles, visited by {nsm} persistent blocks")
+    blocks.append(f"{ntiles} = {total}   # output tiles, shared out among the SMs")
 
     def wrapped(stmts: list[Stmt], depth: int, barrier: bool) -> list[str] | None:
         pad = step * depth
@@ -232,21 +246,19 @@ def _render(plan: Persistent, source: SourceFile, order: str) -> tuple[TextEdit,
             return None
         blocks += inner
     start, end = lines_span(source, plan.body)
-    edits = [TextEdit(source.span(start, end), "\n".join(indent(b, unit) for b in blocks)),
-             TextEdit(plan.grid_span, f"({nsm},)")]
-    line = k.decorator_span.start.line
-    at = source.offset_of(line, 0)
-    edits.append(TextEdit(source.span(at, at), f"{nsm} = {plan.sms}   # SMs of the {plan.gpu}: "
-                          "one persistent block each\n\n"))
-    return tuple(edits)
+    # one block per SM of the device, or per tile when there are fewer tiles: either way
+    # the loop's step `sm_count()` shares every tile out once (CK326)
+    return (TextEdit(source.span(start, end), "\n".join(indent(b, unit) for b in blocks)),
+            TextEdit(plan.grid_span, f"(min(sm_count(), {total}),)"))
 
 
 def _applies(kernel: Kernel, source: SourceFile) -> str | None:
     plan = _plan(kernel, source)
     if plan is None:
         return None
-    return (f"one block per output tile: {plan.sms} persistent blocks ({plan.gpu}) would "
-            "loop over the tiles, with no wave tail and one prologue per SM")
+    return ("one block per output tile: one persistent block per SM (sm_count(), "
+            f"{plan.sms} on the {plan.gpu}) would loop over the tiles, with no wave tail "
+            "and one prologue per SM")
 
 
 def _variants(kernel: Kernel, source: SourceFile) -> Sequence[dict[str, Any]]:
@@ -255,6 +267,8 @@ def _variants(kernel: Kernel, source: SourceFile) -> Sequence[dict[str, Any]]:
         return []
     if len(plan.grid_texts) == 1:
         return [{"order": "x"}]
+    if len(plan.grid_texts) == 2:
+        return [{"order": o, "group": g} for o in ("x", "y") for g in (DEFAULT_GROUP, 1)]
     return [{"order": "x"}, {"order": "y"}]
 
 
@@ -263,17 +277,19 @@ def _apply(kernel: Kernel, source: SourceFile, params: dict[str, Any]) -> Tactic
     if plan is None:
         return None
     order = params.get("order", "x")
-    if order not in AXES[:len(plan.grid_texts)]:
+    group = params.get("group", DEFAULT_GROUP)
+    if order not in AXES[:len(plan.grid_texts)] or not isinstance(group, int) or group < 1:
         return None
-    edits = _render(plan, source, order)
+    edits = _render(plan, source, order, group)
     if not edits:
         return None
     done = verified_rewrite(kernel, source, edits)
     if done is None:
         return None
-    out = {"order": order, "sms": plan.sms, "predicted": done[1]}
-    return TacticResult(edits, f"persistent tiles: {plan.sms} blocks ({plan.gpu}) loop over "
-                        f"the output tiles, block.{order} fastest; pipelines run across tiles",
+    out = {"order": order, "group": group, "sms": plan.sms, "predicted": done[1]}
+    grouped = f", in bands of {group} tiles" if len(plan.grid_texts) == 2 else ""
+    return TacticResult(edits, "persistent tiles: sm_count() blocks loop over the output "
+                        f"tiles, block.{order} fastest{grouped}; pipelines run across tiles",
                         out)
 
 

@@ -134,22 +134,45 @@ def test_async_copy_refuses_wgmma_kernels_and_role_split_rings() -> None:
 
 
 # --- persistent-tiles ---------------------------------------------------------------------------
-@pytest.mark.parametrize(("name", "task", "order"), [
-    ("gemm_sm90.cake", "gemm_bf16", "x"),
-    ("gemm_sm90.cake", "gemm_bf16", "y"),
-    ("gemm_sm80.cake", "gemm_f16_sm80", "x"),
+@pytest.mark.parametrize(("name", "task", "order", "group"), [
+    ("gemm_sm90.cake", "gemm_bf16", "x", 8),
+    ("gemm_sm90.cake", "gemm_bf16", "y", 8),
+    ("gemm_sm90.cake", "gemm_bf16", "x", 1),
+    ("gemm_sm80.cake", "gemm_f16_sm80", "x", 8),
 ])
-def test_persistent_tiles_loop_over_the_grid(name: str, task: str, order: str) -> None:
-    _text, new, out = _rewrite(PERSISTENT_TILES, EXAMPLES / name, {"order": order})
-    kernel = check_text(new, name).program.kernels[0]
-    sms = default_gpu(kernel.arch).sms
-    assert out.params["sms"] == sms
-    assert f"NSM = {sms}" in new and "grid=(NSM,)" in new
-    assert [g.const for g in kernel.grid] == [sms]
-    assert "for tile_id in range(block.x, ntiles, NSM):" in new
+def test_persistent_tiles_loop_over_the_grid(name: str, task: str, order: str,
+                                             group: int) -> None:
+    _text, new, out = _rewrite(PERSISTENT_TILES, EXAMPLES / name,
+                               {"order": order, "group": group})
+    res = check_text(new, name)
+    assert res.diagnostics == [], [d.message for d in res.diagnostics]  # CK326 included
+    kernel = res.program.kernels[0]
+    assert out.params["sms"] == default_gpu(kernel.arch).sms  # the cost model's GPU only
+    # no SM count in the text: the grid and the stride come from the device at launch
+    assert str(default_gpu(kernel.arch).sms) not in new
+    assert "grid=(min(sm_count(), cdiv(M, BM) * cdiv(N, BN)),)" in new
+    assert "for tile_id in range(block.x, ntiles, sm_count()):" in new
+    raster = "m" if order == "x" else "n"
+    assert f"tile_x, tile_y = tile_coords(tile_id, cdiv(M, BM), cdiv(N, BN), " \
+           f'group={group}, raster="{raster}")' in new
     assert new.count("block.") == new.count("range(block.x")  # every other use is a tile
     report = run_task(load_task(task), SimKernel.from_text(new, name), n_schedules=2)
     assert report.passed, [d.message for d in report.diagnostics]
+
+
+@pytest.mark.parametrize("sms", [1, 2, 3, 7])
+def test_persistent_tiles_match_the_reference_with_several_tiles_per_block(sms: int) -> None:
+    # 5 x 3 tiles (a ragged band of the group of 2) on a few simulated SMs: each block's
+    # tile loop comes round several times, and every tile is written once
+    text, new, _ = _rewrite(PERSISTENT_TILES, EXAMPLES / "gemm_sm80.cake",
+                            {"order": "x", "group": 2})
+    dims = {"M": 600, "N": 264, "K": 40}
+    data = _gemm_inputs(dims["M"], dims["N"], dims["K"], "f16")
+    before = simulate(SimKernel.from_text(text, "k.cake"), dims, data)
+    after = simulate(SimKernel.from_text(new, "k.cake"), {**dims, "sm_count": sms}, data)
+    assert before.ok and after.ok, [d.message for d in after.diagnostics]
+    assert after.blocks == min(sms, 15)
+    np.testing.assert_array_equal(before.outputs["C"], after.outputs["C"])
 
 
 def test_persistent_pipelines_run_across_tiles() -> None:

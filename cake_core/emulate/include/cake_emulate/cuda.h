@@ -158,6 +158,9 @@ inline float __logf(float x) { return std::log(x); }
 inline float __fdividef(float a, float b) { return a / b; }
 using std::isinf;
 using std::isnan;
+// CUDA's integer min/max (host and device): index arithmetic folds `min(a, b)` to them
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a < b ? b : a; }
 
 // ---- runtime and driver types the launcher names ----------------------------------------
 enum cudaError_t : int {
@@ -169,6 +172,7 @@ enum cudaError_t : int {
 };
 using cudaStream_t = void*;
 enum cudaFuncAttribute : int { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum cudaDeviceAttr : int { cudaDevAttrMultiProcessorCount = 16 };
 using cuuint32_t = uint32_t;
 using cuuint64_t = uint64_t;
 enum CUtensorMapDataType : int {

@@ -22,6 +22,16 @@ inline cudaError_t cake_encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype
 
 inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+// The emulated device's SM count (`sm_count()`): small and fixed, as the simulator's, so a
+// persistent kernel's blocks each loop over several tiles; -DCAKE_EMU_SM_COUNT=n changes it.
+#ifndef CAKE_EMU_SM_COUNT
+#define CAKE_EMU_SM_COUNT 2
+#endif
+inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int) {
+  if (attr != cudaDevAttrMultiProcessorCount) return cudaErrorNotSupported;
+  *value = CAKE_EMU_SM_COUNT;
+  return cudaSuccess;
+}
 template <typename K>
 inline cudaError_t cudaFuncSetAttribute(K, cudaFuncAttribute, int bytes) {
   return bytes >= 0 && static_cast<uint32_t>(bytes) <= ::cake_emu::SMEM_MAX ? cudaSuccess
