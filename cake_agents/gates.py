@@ -222,8 +222,10 @@ def _ptxas(job: dict[str, Any], state: dict[str, Any], out: dict[str, Any]
            ) -> tuple[str, dict[str, Any], list[dict[str, Any]]]:
     """Lower to CUDA and compile with nvcc/ptxas (`cake compile`), when nvcc is here.
 
-    ptxas findings that are warnings (spills, serialized wgmma, a register count the
-    model did not predict) are recorded but do not fail the candidate; errors do.  A
+    ptxas findings that are warnings (serialized wgmma, a register count the model did
+    not predict) are recorded but do not fail the candidate; errors do, and so do spills
+    (CK603): a kept kernel compiles without local-memory traffic, since its predicted
+    time prices the schedule as written and a spilling kernel runs another one.  A
     construct the lowering does not handle yet (CK601) is the lowering's gap, not the
     candidate's fault: the gate is skipped with that reason.
     """
@@ -251,6 +253,11 @@ def _ptxas(job: dict[str, Any], state: dict[str, Any], out: dict[str, Any]
             "code": "CK602", "severity": "error", "line": 0, "col": 0, "line_text": "",
             "message": "nvcc/ptxas did not produce a cubin"}]
     warnings = [d for d in rep.diagnostics if d.severity.value == "warning"]
+    spills = [d for d in warnings if d.code == "CK603"]
+    if spills or detail.get("spill_stores") or detail.get("spill_loads"):
+        return "fail", detail, [_finding(d, source) for d in spills or warnings] or [{
+            "code": "CK603", "severity": "error", "line": 0, "col": 0, "line_text": "",
+            "message": "ptxas spilled registers to local memory"}]
     return "pass", detail, [_finding(d, source) for d in warnings]
 
 

@@ -116,9 +116,14 @@ class TacticLab:
         return self._parsed[h]
 
     def moves(self, text: str) -> list[Move]:
+        """Every move the tactics offer on `text`, round-robin over the tactics: each
+        tactic's first variant, then each one's second, and so on.  The policies preview
+        moves in this order under a budget, so a tactic with a dozen parameter sets (a
+        stage count, a swizzle per buffer) does not starve the one-variant structural
+        rewrites listed after it."""
         h = content_hash(text)
         if h not in self._moves:
-            out: list[Move] = []
+            per_tactic: list[list[Move]] = []
             got = self.parsed(text)
             if got is not None:
                 kernel, src = got
@@ -126,10 +131,12 @@ class TacticLab:
                     try:
                         if not t.applies(kernel, src):
                             continue
-                        out.extend(Move(name, dict(p)) for p in t.variants(kernel, src))
+                        per_tactic.append([Move(name, dict(p))
+                                           for p in t.variants(kernel, src)])
                     except Exception:  # a broken tactic plugin costs its moves, not the run
                         continue
-            self._moves[h] = out
+            depth = max((len(ms) for ms in per_tactic), default=0)
+            self._moves[h] = [ms[i] for i in range(depth) for ms in per_tactic if i < len(ms)]
         return self._moves[h]
 
     def apply(self, text: str, move: Move) -> tuple[str, str] | None:

@@ -229,3 +229,22 @@ def test_kmeans_assign_pingpong_design() -> None:
         assert [op.args["id"].sym.const for op in _ops(body, "barrier_arrive")] == [arrive]  # type: ignore[union-attr]
         assert all(op.args["warps"].sym.const == 8  # type: ignore[union-attr]
                    for op in _ops(body, "barrier_sync") + _ops(body, "barrier_arrive"))
+
+
+def test_kmeans_assign_pingpong128_design() -> None:
+    """The ping-pong k-means with 128 rows per consumer warpgroup: the ping-pong's roles
+    and named barriers, each role's accumulator two 64-row slabs (256 points a block), the
+    distance as one `fma`, and the running argmin as one `argmin_update`."""
+    pp, k = (_kernel("kmeans_assign_sm90_pingpong.cake"),
+             _kernel("kmeans_assign_sm90_pingpong128.cake"))
+    assert {n: (r.warp_start, r.warp_stop, r.regs) for n, r in k.roles.items()} == {
+        n: (r.warp_start, r.warp_stop, r.regs) for n, r in pp.roles.items()}
+    assert _smem(k)["sx"].nbytes == 256 * 128 * 2  # the block's X tile, 256 rows
+    assert _smem(k)["sc"].nbytes == _smem(pp)["sc"].nbytes
+    for name in ("dist0", "dist1"):
+        body = k.roles[name].body
+        accs = [op.args["acc"].type for op in _ops(body, "wgmma")]
+        assert accs and all(t.shape[0].const == 128 for t in accs)  # type: ignore[attr-defined]
+        assert len(_ops(body, "fma")) == 1 and len(_ops(body, "argmin_update")) == 1
+        assert not _ops(body, "row_argmin") and not _ops(body, "mul")
+        assert len(_ops(body, "barrier_sync")) == 1 and len(_ops(body, "barrier_arrive")) == 1

@@ -288,6 +288,29 @@ def test_tma_box_rules(br: int, bc: int, mult: int, codes: list[str]) -> None:
     assert [d.code for d in mine(text)] == codes
 
 
+# --- wgmma rows per warpgroup (CK211) --------------------------------------------------
+PINGPONG = (ROOT / "examples" / "kmeans_assign_sm90_pingpong.cake").read_text(encoding="utf-8")
+SEED = (ROOT / "examples" / "kmeans_assign_sm90.cake").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("text, before, after, codes", [
+    # one-warpgroup roles: 64 rows, or 128 as two m64 slabs (two wgmmas per K step)
+    (PINGPONG, "BM, BN = 64, 128", "BM, BN = 64, 128", []),
+    (PINGPONG, "BM, BN = 64, 128", "BM, BN = 128, 128", []),
+    # two warpgroups: 128 rows (64 each) or 256 (two slabs each); 64 or 192 do not split
+    (SEED, "BM, BN = 128, 128", "BM, BN = 256, 128", []),
+    (SEED, "BM, BN = 128, 128", "BM, BN = 64, 128", ["CK211"]),
+    (SEED, "BM, BN = 128, 128", "BM, BN = 192, 128", ["CK211"]),
+])
+def test_wgmma_rows_are_whole_64_row_slabs_per_warpgroup(text: str, before: str, after: str,
+                                                         codes: list[str]) -> None:
+    assert before in text
+    found = [d for d in mine(text.replace(before, after)) if d.code == "CK211"]
+    assert [d.code for d in found] == codes
+    if found:
+        assert "whole 64-row slabs" in found[0].message
+
+
 # --- the table and the examples -------------------------------------------------------
 def test_resource_table_renders_plan_roles_and_occupancy() -> None:
     table = resources.resource_table(kernel_of(GEMM), SM90)

@@ -160,12 +160,16 @@ def _wgmma(k: Kernel, tracer: ViewTracer) -> Iterator[Diagnostic]:
                 f"{w0}..{w1 - 1}", related=related)
             continue
         groups = (w1 - w0) // 4
-        if rows != 64 * groups:
+        # Each warpgroup owns rows / groups consecutive rows, issued as one m64 wgmma per
+        # 64-row slab (two slabs: two m64 instructions per K step sharing the B operand,
+        # PTX ISA 9.7.15: the M of one wgmma is 64, a warpgroup may issue several).  The
+        # rows must split into whole slabs: 64 rows over two warpgroups do not.
+        if not rows or rows % (64 * groups):
             yield codes.WGMMA_WARPGROUP_MISMATCH.at(
                 op.arg_spans.get("acc", op.span),
                 f"the accumulator has {rows} rows but {who} has {groups} warpgroup"
-                f"{'s' if groups != 1 else ''}: each warpgroup owns one 64-row slab, so "
-                f"acc needs {64 * groups} rows",
+                f"{'s' if groups != 1 else ''}: each warpgroup owns whole 64-row slabs, so "
+                f"acc needs a multiple of {64 * groups} rows",
                 related=related,
                 notes=[f"use a ({64 * groups}, N) accumulator, or give the role "
                        f"{rows // 64 * 4} warps" if rows % 64 == 0 else

@@ -82,10 +82,13 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, t: dict[str, np.ndarra
 TASK = Task(
     name="kmeans_assign",
     description=__doc__.strip().splitlines()[0],
-    # the seed first (`cake evolve` starts from it), then its double-buffered and ping-pong forms
+    # the seed first (`cake evolve` starts from it), then its double-buffered and ping-pong
+    # forms, and the ping-pong with 128 rows per warpgroup that `cake evolve` found
     kernels=(KernelEntry("../kmeans_assign_sm90.cake", "kmeans_assign_sm90"),
              KernelEntry("../kmeans_assign_sm90_dbuf.cake", "kmeans_assign_sm90_dbuf"),
-             KernelEntry("../kmeans_assign_sm90_pingpong.cake", "kmeans_assign_sm90_pingpong")),
+             KernelEntry("../kmeans_assign_sm90_pingpong.cake", "kmeans_assign_sm90_pingpong"),
+             KernelEntry("../kmeans_assign_sm90_pingpong128.cake",
+                         "kmeans_assign_sm90_pingpong128")),
     inputs=inputs,
     reference=reference,
     outputs=("out",),

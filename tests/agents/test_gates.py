@@ -66,3 +66,21 @@ def test_ptxas_gate_reports_resources() -> None:
     gate = res["gates"]["ptxas"]
     assert gate["status"] == "pass", gate
     assert res["ptxas"]["registers"] > 0 and res["ptxas"]["spill_stores"] == 0
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc/ptxas")
+def test_a_kernel_that_spills_fails_the_ptxas_gate() -> None:
+    """Two (256, 128) f32 accumulators per two warpgroups do not fit in regs=232."""
+    dbuf = (ROOT / "examples" / "kmeans_assign_sm90_dbuf.cake").read_text(encoding="utf-8")
+    wide = dbuf.replace("BM, BN = 128, 128", "BM, BN = 256, 128")
+    assert wide != dbuf
+    job = _job(wide, gates=("static", "ptxas"), kernel="kmeans_assign_sm90_dbuf",
+               task_path=str(ROOT / "examples" / "tasks" / "kmeans_assign.py"),
+               shapes=[{"key": "B=32,N=65536,K=1024",
+                        "dims": {"B": 32, "N": 65536, "K": 1024}}],
+               require_shapes=["B=32,N=65536,K=1024"])
+    res = evaluate_job(job)
+    assert res["failed_gate"] == "ptxas", res["gates"]
+    assert res["ptxas"]["spill_stores"] > 0
+    assert any(f["code"] == "CK603" for f in res["gates"]["ptxas"]["findings"])

@@ -166,3 +166,22 @@ def test_an_offline_run_evaluates_the_chain_right_after_the_seed(lab_and_info: A
     assert cand["parent"] == info.seed_hash and len(cand["params"]["steps"]) >= 2
     # (the best single move from the seed is predicted 2.75x)
     assert summary.best_score is not None and summary.best_score > 4.0
+
+
+def test_structural_moves_are_not_starved_by_many_variants() -> None:
+    """From the k-means seed the retuning tactics offer ~30 variants (stage counts,
+    swizzles per buffer) before the structural rewrites in plugin order; the lab lists
+    them round-robin, so the first generation's 32 previews reach the ping-pong and the
+    chain the policy proposes combines it with two 64-row slabs per warpgroup and fmas."""
+    from cake_core.plugins import load_config, load_plugins
+
+    info = load_task_info(EvolveConfig(task="kmeans_assign"))
+    tactics = [t for _, t in load_plugins(load_config()).tactics()]
+    lab = TacticLab(tactics, info.kernel, info.arch)
+    first = [m.tactic for m in lab.moves(info.seed_text)[:len({t.name for t in tactics})]]
+    assert "consumer-pingpong" in first and "fuse-multiply-add" in first
+    ctx = Ctx(info, EvolveConfig(task="kmeans_assign"))
+    moves = EvolvePolicy(lab).propose(ctx, _state(ctx, info.seed_hash, 1.0), None, 2, 2)  # type: ignore[arg-type]
+    steps = {(s.tactic, s.params.get("value")) for s in
+             Move(moves[0]["tactic"], moves[0]["params"]).steps}
+    assert {("consumer-pingpong", None), ("tile-size", 256), ("fuse-multiply-add", None)} <= steps

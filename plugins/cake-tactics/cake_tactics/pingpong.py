@@ -122,13 +122,18 @@ def _half_tile(line: str, rows: str, r: int) -> str:
     return _TILE.sub(sub, line) if "store(" in line else line
 
 
+def _rows_text(source: SourceFile, f: _Form) -> str | None:
+    """The accumulator's row extent as written (`BM` in `fragment(f32, (BM, BN), ...)`)."""
+    rows = re.match(r"\s*fragment\(\s*\w+\s*,\s*\(\s*([^,()]+?)\s*,",
+                    source.line_text(f.frag.node.span.start.line).split("=", 1)[1])
+    return rows.group(1) if rows is not None else None
+
+
 def _role_text(source: SourceFile, f: _Form, role: Role, w: ast.With, r: int,
                ids: tuple[int, int], a_views: dict[str, str]) -> str:
     mine, other = (ids[0], ids[1]) if r == 0 else (ids[1], ids[0])
-    rows = re.match(r"\s*fragment\(\s*\w+\s*,\s*\(\s*([^,()]+?)\s*,",
-                    source.line_text(f.frag.node.span.start.line).split("=", 1)[1])
-    assert rows is not None
-    rows_text = rows.group(1)
+    rows_text = _rows_text(source, f)
+    assert rows_text is not None
     wait_end = f.wait.node.span.end.line
     issue_end = f.issue[-1].node.span.end.line
     pad = re.match(r"\s*", source.line_text(f.wait.node.span.start.line)).group(0)  # type: ignore[union-attr]
@@ -159,9 +164,11 @@ def _role_text(source: SourceFile, f: _Form, role: Role, w: ast.With, r: int,
     return "\n".join(out)
 
 
-def _a_views(f: _Form) -> dict[str, str] | None:
+def _a_views(f: _Form, rows: str) -> dict[str, str] | None:
     """Each wgmma's A operand text -> its half, a `{r}`-format string: the A of a 128-row
-    accumulator is a (128, K) shared-memory view, each warpgroup reads its 64 rows."""
+    accumulator is a (128, K) shared-memory view, each warpgroup reads its 64 rows.  The
+    half is written in the accumulator's own row expression (`BM // 2`, not 64), so a later
+    change of that tile constant (two 64-row slabs per warpgroup) keeps the views right."""
     views: dict[str, str] = {}
     for s in f.issue:
         for op in s.ops:
@@ -174,7 +181,8 @@ def _a_views(f: _Form) -> dict[str, str] | None:
             m = re.search(rf"wgmma\(\s*{re.escape(f.acc)}\s*,\s*([^,]+?)\s*,", s.text)
             if m is None:
                 return None
-            views[m.group(1)] = f"{m.group(1)}.tile((64, {shape[1]}), ({{r}}, 0))"
+            half = f"{rows} // 2" if re.fullmatch(r"[\w.]+", rows) else f"({rows}) // 2"
+            views[m.group(1)] = f"{m.group(1)}.tile(({half}, {shape[1]}), ({{r}}, 0))"
     return views or None
 
 
@@ -184,7 +192,8 @@ def _apply(kernel: Kernel, source: SourceFile, params: dict[str, Any]) -> Tactic
         return None
     f, role, w, _rows = p
     ids = _free_ids(source.text)
-    views = _a_views(f)
+    rows = _rows_text(source, f)
+    views = _a_views(f, rows) if rows is not None else None
     if ids is None or views is None:
         return None
     try:

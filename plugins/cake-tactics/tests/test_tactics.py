@@ -73,7 +73,8 @@ def test_plugin_loads_through_its_entry_point() -> None:
     assert {t.name for _, t in ps.tactics()} >= {"tile-size", "stages", "swizzle",
                                                  "rebalance-registers", "warp-specialize",
                                                  "async-copy", "persistent-tiles",
-                                                 "accumulator-double-buffer", "consumer-pingpong"}
+                                                 "accumulator-double-buffer", "consumer-pingpong",
+                                                 "fuse-multiply-add"}
 
 
 def test_retuning_reports_the_cost_models_verdict_at_the_tasks_headline_shape() -> None:
