@@ -12,11 +12,12 @@ tells the stories):
 3. Inputs are compared with what was uploaded after the checked launches and again after
    timing: a kernel that scribbles on its inputs is caught even when its output is right.
 4. Timing only for a correct kernel: warmup, then rounds alternating the candidate and the
-   baseline in the same process and stream; an L2 flush (a fill of a buffer of at least
-   twice the L2) before every timed call; CUDA events around each call; the result is
+   baseline in the same process and stream; an L2 flush (a read of a buffer of at least
+   twice the L2: a memset would leave dirty lines whose write-back lands inside the timed
+   kernel) before every timed call; CUDA events around each call; the result is
    the median of the round medians with the coefficient of variation of all calls.
 5. Every launch, checked or timed, is prepared the same way (one slot of buffers with
-   inputs restaged and outputs poisoned, a flush with a random byte), so a kernel cannot
+   inputs restaged and outputs poisoned, then the flush read), so a kernel cannot
    tell them apart; one timed call per round, drawn at random, is judged, and the other
    timed calls run on freshly perturbed inputs, so neither returning early when timed nor
    replaying a cached answer survives.  Correctness is re-checked after the timing loop,
@@ -140,7 +141,8 @@ class _ShapeRun:
 
     Every launch of the candidate, checked or timed, looks the same from inside the
     kernel: the same slot of buffers (inputs restaged from a seed's pristine copy, outputs
-    poisoned), an L2 flush with a random byte, then the launch.  A kernel therefore cannot
+    poisoned), an L2 flush (a read of the flush buffer, whose bytes never change), then
+    the launch.  A kernel therefore cannot
     tell a checked call from a timed one, and a checked call is drawn at random among the
     timed ones (docs/running.md, "What a candidate could do to fake a result")."""
 
@@ -214,6 +216,10 @@ class _ShapeRun:
             for kname, spec in self.specs.items():
                 self.slot[kname] = self.alloc(spec.nbytes(self.dims))
             self.flush = self.alloc(self.nflush)
+            # filled once, with a random non-zero byte, long before anything is timed: the
+            # flushes only read it, so it looks the same to every launch, checked or timed
+            self.flush_byte = self.rng.randrange(1, 256)
+            self.device.fill(self.flush, self.flush_byte, self.nflush, self.stream)
         return _Set(seed, host, want, buffers, digests, scalars)
 
     def _dims_text(self) -> str:
@@ -243,11 +249,14 @@ class _ShapeRun:
         for kname in self.outputs:
             self.device.fill(self.slot[kname], POISON_BYTE, self.specs[kname].nbytes(self.dims),
                              self.stream)
-        # a fill of >= 2x L2 evicts whatever the previous call left there; a random byte,
-        # so the flush buffer tells a kernel nothing about which call this is
-        self.flush_byte = self.rng.randrange(256)
-        self.device.fill(self.flush, self.flush_byte, self.nflush, self.stream)
+        # last, after the restaging and the poison: reading >= 2x L2 evicts what the
+        # previous call and those writes left there, their write-back happens in this
+        # read, and the next kernel starts on an L2 of clean lines
+        self.flush_l2()
         return change
+
+    def flush_l2(self) -> None:
+        self.device.read_through(self.flush, self.nflush, self.stream)
 
     def perturbed(self, s: _Set, change: _Perturbation) -> _Set:
         """`s` with `change` applied on the host, and its own reference (a CPU phase)."""
@@ -297,7 +306,7 @@ class _ShapeRun:
         return _Check(comps, unwritten, digests, self.modified_inputs(s))
 
     def flush_touched(self) -> Finding | None:
-        """The flush buffer must hold exactly the byte of the last fill."""
+        """The flush buffer must still hold the byte it was filled with."""
         raw = self.device.download(self.flush, self.nflush)
         bad = raw != self.flush_byte
         n = int(bad.sum())
@@ -307,7 +316,7 @@ class _ShapeRun:
                        f"the kernel wrote into the runner's L2 flush buffer: {n} byte(s) "
                        f"differ from the fill, first at byte {int(np.argmax(bad))} "
                        f"({self._dims_text()})",
-                       ["a kernel may write only its outputs; the flush buffer is filled "
+                       ["a kernel may write only its outputs; the flush buffer is read "
                         "before every launch to evict L2, and is checked after every round"],
                        {"tensor": "<l2 flush>", "changed": n})
 
@@ -553,7 +562,7 @@ def _time(run: _ShapeRun, sets: list[_Set], prepared: PreparedBaseline | None,
 
     def base(i: int) -> None:
         assert prepared is not None
-        device.fill(run.flush, run.rng.randrange(256), run.nflush, run.stream)
+        run.flush_l2()
         device.record(starts[i], run.stream)
         prepared.launch()
         device.record(ends[i], run.stream)
