@@ -35,8 +35,8 @@ def _never(_: str) -> str:
     raise AssertionError("version.json should have been enough")
 
 
-def kit(version: tuple[int, int], name: str = "", *, full: bool = True) -> Toolkit:
-    return Toolkit(Path(f"/opt/{name or 'cuda-%d.%d' % version}/bin/nvcc"), version, "test",
+def kit(version: tuple[int, int], *, full: bool = True) -> Toolkit:
+    return Toolkit(Path(f"/opt/cuda-{version[0]}.{version[1]}/bin/nvcc"), version, "test",
                    full)
 
 
