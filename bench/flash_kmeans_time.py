@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out = torch.empty((b, n), dtype=torch.int32, device="cuda")
     reference = TORCH_BASELINES["kmeans_assign"][1]
     tensors = {"X": x, "C": c, "Cn": cn}
-    note = []
+    note: list[str] = []
 
     def flash_call(xx: Any, cc: Any) -> None:
         with torch.cuda.stream(stream):
@@ -138,6 +138,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     except Exception as exc:  # bf16 may be outside what it supports
         xf, cf = x.half(), c.half()
         note.append(f"bf16 refused ({type(exc).__name__}), run on the same values in fp16")
+
     def check(when: str) -> dict[str, Any]:
         with torch.cuda.stream(stream):
             out.fill_(-1)  # an index the kernel never writes stays out of range
