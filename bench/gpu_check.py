@@ -14,7 +14,8 @@ at hand, so they run on Hopper too; a kernel whose architecture this GPU cannot 
 (sm_90a anywhere but compute capability 9.0) is reported `skipped (needs sm_90a, GPU is
 sm_XY)`, never failed.
 
-Bounded: a time budget (default 480 s) stops starting new kernels when it runs out, timing
+Bounded: a time budget (default 480 s) stops starting new kernels when it runs out (every
+headline kernel on its headline shapes runs first, then flash-kmeans, then the rest), timing
 rounds are few, every candidate runs in a subprocess killed after --timeout seconds
 without progress, flash-kmeans gets --flash-timeout seconds, and shapes moving more than
 256 MB run one seed (their numpy references dominate the wall time).  Writes
@@ -99,14 +100,32 @@ def entries() -> list[tuple[Task, KernelEntry]]:
     return sorted(out, key=lambda te: (te[0].name, example_of(te[1])) not in first)
 
 
-def shapes_for(task: Task, entry: KernelEntry, wanted: Sequence[Highlight]) -> list[Shape]:
-    shapes = list(task.shapes_for(entry, sim=False))
-    have = [dict(s.dims) for s in shapes]
-    for h in wanted:
-        if h.task == task.name and h.example == example_of(entry) and dict(h.dims) not in have:
-            shapes.append(Shape(dict(h.dims), label="headline comparison"))
-            have.append(dict(h.dims))
-    return shapes
+def split_shapes(task: Task, entry: KernelEntry, wanted: Sequence[Highlight]
+                 ) -> tuple[list[Shape], list[Shape]]:
+    """(the entry's headline shapes, its other shapes).  A headline shape that is one of the
+    task's keeps the task's label; one that is not is added as `headline comparison`."""
+    own = list(task.shapes_for(entry, sim=False))
+    dims = [dict(h.dims) for h in wanted
+            if h.task == task.name and h.example == example_of(entry)]
+    head = [s for s in own if dict(s.dims) in dims]
+    head += [Shape(d, label="headline comparison") for d in dims
+             if d not in [dict(s.dims) for s in head]]
+    return head, [s for s in own if dict(s.dims) not in dims]
+
+
+FLASH_STEP = "flash-kmeans"
+Step = tuple[Task, KernelEntry, list[Shape]] | str
+
+
+def plan(todo: Sequence[tuple[Task, KernelEntry]], wanted: Sequence[Highlight]) -> list[Step]:
+    """What runs, in order: every kernel on its headline shapes, then flash-kmeans (when a
+    k-means headline is wanted), then every kernel on its other shapes.  The budget cuts
+    from the end, so the headline table is the last thing it takes away."""
+    split = [(t, e, *split_shapes(t, e, wanted)) for t, e in todo]
+    steps: list[Step] = [(t, e, head) for t, e, head, _ in split if head]
+    if any(h.task == KMEANS_TASK for h in wanted):
+        steps.append(FLASH_STEP)
+    return steps + [(t, e, rest) for t, e, _, rest in split if rest]
 
 
 def kernel_arch(task: Task, entry: KernelEntry) -> str | None:
@@ -221,7 +240,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     todo = [(t, e) for t, e in entries()
             if not args.only or any(o in example_of(e) for o in args.only)]
     wanted = highlights((t.name, example_of(e)) for t, e in todo)
-    first = {(h.task, h.example) for h in wanted}
     rows: list[dict[str, Any]] = []
     table_rows: list[list[str]] = []
     reports: list[dict[str, Any]] = []
@@ -235,21 +253,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append(_row(example, task.name, res, arch_skipped))
         table_rows.append([example, *shape_row(res, True)])
 
-    for i, (task, entry) in enumerate(todo):
+    archs: dict[str, str | None] = {}
+    for step in plan(todo, wanted):
+        if isinstance(step, str):  # flash-kmeans, right after the headline kernels
+            elapsed = time.monotonic() - t0
+            seconds = flash_seconds(args, elapsed)
+            if args.flash_timeout <= 0:
+                flash = {"status": "skipped", "reason": "--flash-timeout 0"}
+            elif elapsed > args.budget or seconds < 20:
+                flash = {"status": "skipped", "reason": "time budget spent"}
+            else:
+                print("  flash-kmeans (Triton) vs the torch reference ...", flush=True)
+                out_dir.mkdir(parents=True, exist_ok=True)
+                flash = run_flash(args, out_dir / "flash_kmeans.json", seconds)
+            continue
+        task, entry, shapes = step
         example = example_of(entry)
-        shapes = shapes_for(task, entry, wanted)
-        after = i + 1 == len(todo) or (todo[i + 1][0].name, example_of(todo[i + 1][1])) \
-            not in first
-        arch = kernel_arch(task, entry)
+        if example not in archs:
+            archs[example] = kernel_arch(task, entry)
+        arch = archs[example]
         skip = arch_skip(arch, cc) if arch is not None else None
         elapsed = time.monotonic() - t0
         if skip is not None:
-            notes.append(f"{example}: skipped ({skip})")
+            if f"{example}: skipped ({skip})" not in notes:
+                notes.append(f"{example}: skipped ({skip})")
             for s in shapes:
                 add(example, task, ShapeResult(dict(s.dims), s.label, status="skipped",
                                                error=skip), arch_skipped=True)
         elif elapsed > args.budget:
-            notes.append(f"{example}: not run, the time budget ({args.budget:.0f} s) was spent")
+            notes.append(f"{example}: {len(shapes)} shape(s) not run, the time budget "
+                         f"({args.budget:.0f} s) was spent")
             for s in shapes:
                 add(example, task, ShapeResult(dict(s.dims), s.label, status="skipped",
                                                error="time budget spent"))
@@ -275,17 +308,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                     if d.severity.value in ("error", "warning"):
                         notes.append(f"{example}: {d.code} {d.message}")
                 print(f"    done in {out.elapsed_s:.0f} s", flush=True)
-        # flash-kmeans right after the headline kernels, before the rest of the examples
-        if flash is None and after and any(h.task == KMEANS_TASK for h in wanted):
-            seconds = flash_seconds(args, time.monotonic() - t0)
-            if args.flash_timeout <= 0:
-                flash = {"status": "skipped", "reason": "--flash-timeout 0"}
-            elif seconds < 20:
-                flash = {"status": "skipped", "reason": "time budget spent"}
-            else:
-                print("  flash-kmeans (Triton) vs the torch reference ...", flush=True)
-                out_dir.mkdir(parents=True, exist_ok=True)
-                flash = run_flash(args, out_dir / "flash_kmeans.json", seconds)
 
     headers = ["example", "shape", "label", "correct", "max abs", "max rel", "ms",
                "baseline ms", "% of baseline", "TFLOP/s", "cv", "flags"]

@@ -57,12 +57,36 @@ def test_every_headline_example_exists_and_runs_on_its_task_as_sm90a() -> None:
         gh.Highlight(gh.GEMM_TASK, gh.GEMM_EXAMPLES[0], G8)]
 
 
-def test_headline_shapes_are_added_once_to_the_tasks_own() -> None:
+def test_headline_shapes_are_split_from_the_tasks_own() -> None:
     task, entry = next((t, e) for t, e in gpu_check.entries()
                        if gpu_check.example_of(e) == "examples/gemm_sm90.cake")
     wanted = gh.highlights({(task.name, "examples/gemm_sm90.cake")})
-    shapes = [dict(s.dims) for s in gpu_check.shapes_for(task, entry, wanted)]
-    assert shapes.count(G4) == 1 and shapes.count(G8) == 1
+    head, rest = gpu_check.split_shapes(task, entry, wanted)
+    assert [dict(s.dims) for s in head] == [G4, G8]
+    assert head[0].label == "headline", "a task shape keeps its label"
+    assert rest and not any(dict(s.dims) in (G4, G8) for s in rest)
+    cluster = next(e for t, e in gpu_check.entries()
+                   if gpu_check.example_of(e) == "examples/gemm_sm90_cluster.cake")
+    head, rest = gpu_check.split_shapes(task, cluster, gh.highlights(
+        {(task.name, "examples/gemm_sm90_cluster.cake")}))
+    assert [dict(s.dims) for s in head] == [G4, G8] and rest == [], \
+        "a variant that is no entry of the task runs on the headline shapes only"
+
+
+def test_the_plan_runs_headline_shapes_then_flash_then_the_rest() -> None:
+    todo = gpu_check.entries()
+    wanted = gh.highlights((t.name, gpu_check.example_of(e)) for t, e in todo)
+    steps = gpu_check.plan(todo, wanted)
+    flash_at = steps.index(gpu_check.FLASH_STEP)
+    before, after = steps[:flash_at], steps[flash_at + 1:]
+    assert {gpu_check.example_of(e) for _, e, _ in before} == \
+        set(gh.GEMM_EXAMPLES) | set(gh.KMEANS_EXAMPLES)
+    headline_dims = [dict(h.dims) for h in wanted]
+    assert all(dict(s.dims) in headline_dims for _, _, shapes in before for s in shapes)
+    assert len([s for _, _, shapes in before for s in shapes]) == len(wanted)
+    assert after and all(isinstance(x, tuple) for x in after)
+    no_kmeans = [h for h in wanted if h.task == gh.GEMM_TASK]
+    assert gpu_check.FLASH_STEP not in gpu_check.plan(todo, no_kmeans)
 
 
 # --- the headline table ------------------------------------------------------------------------
@@ -224,6 +248,17 @@ def test_a_wrong_kernel_fails_the_run(monkeypatch: pytest.MonkeyPatch, tmp_path:
     monkeypatch.setattr(sys.modules[__name__], "_outcome", wrong)
     rc, doc, _ = _main(monkeypatch, tmp_path, (9, 0), "--only", "examples/gemm_sm90.cake")
     assert rc == 1 and any(r["status"] == "wrong" for r in doc["rows"])
+
+
+def test_a_spent_budget_skips_what_is_left_and_fails_the_run(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(gpu_check, "run_flash", lambda *a: pytest.fail("flash ran"))
+    rc, doc, benched = _main(monkeypatch, tmp_path, (9, 0), "--budget", "-1",
+                             "--flash-timeout", "150", "--only", "kmeans_assign_sm90.cake")
+    assert benched == [] and rc == 1
+    assert all(r["status"] == "skipped" and r["error"] == "time budget spent"
+               for r in doc["rows"])
+    assert doc["flash_kmeans"] == {"status": "skipped", "reason": "time budget spent"}
 
 
 def test_the_flash_step_is_cut_to_the_budget_and_its_timeout_reported(
