@@ -39,6 +39,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,7 @@ import numpy as np
 from cake_core.run.baselines import Baseline, PreparedBaseline
 from cake_core.run.device import Device, DeviceFault, LaunchError
 from cake_core.run.kernels import Launchable
+from cake_core.run.refcache import ReferenceCache
 from cake_core.run.results import (
     FLAG_BASELINE_MISMATCH,
     FLAG_FAKE,
@@ -148,7 +150,7 @@ class _ShapeRun:
 
     def __init__(self, device: Device, kernel: Launchable, task: Task, dims: Mapping[str, int],
                  rename: Mapping[str, str], progress: Progress, flush_bytes: int | None,
-                 rng: random.Random) -> None:
+                 rng: random.Random, refs: ReferenceCache | None = None) -> None:
         self.device = device
         self.kernel = kernel
         self.task = task
@@ -166,6 +168,7 @@ class _ShapeRun:
         self.nflush = max(flush_bytes or 0, 2 * device.l2_bytes, 1)
         self.flush: Any = None
         self.flush_byte = 0
+        self.refs = refs
 
     # --- setup -----------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Any:
@@ -174,8 +177,14 @@ class _ShapeRun:
         return buf
 
     def make_set(self, seed: int) -> _Set:
-        host = self.task.inputs(self.dims, np.random.default_rng(seed))
-        want = self.task.reference(host, self.dims)
+        cached = self.refs.load(self.task, self.dims, seed) if self.refs else None
+        if cached is not None:
+            host, want = cached
+        else:
+            host = self.task.inputs(self.dims, np.random.default_rng(seed))
+            want = self.task.reference(host, self.dims)
+            if self.refs is not None:
+                self.refs.store(self.task, self.dims, seed, host, want)
         missing = [k for k in self.outputs if k not in self.specs]
         if missing:
             raise RunSetupError(f"the kernel has no tensor for the task's output(s) "
@@ -404,12 +413,14 @@ def run_shape(device: Device, kernel: Launchable, task: Task, dims: Mapping[str,
               seeds: Sequence[int] = (0, 1), baseline: Baseline | None = None,
               timing: TimingConfig | None = None, workload: Workload | None = None,
               flush_bytes: int | None = None, progress: Progress | None = None,
-              rng: random.Random | None = None) -> ShapeResult:
+              rng: random.Random | None = None,
+              reference_cache: Path | None = None) -> ShapeResult:
     """Check, time and re-check `kernel` on one shape; never raises for a kernel's fault.
 
     A fault that leaves the device unusable sets `device_lost` on the result.  `rng`
     draws the checked timed calls, the perturbations and the flush bytes; it is seeded
-    from the OS unless a test passes one.
+    from the OS unless a test passes one.  `reference_cache`: a directory where each seed's
+    inputs and reference are kept for the next candidate on this shape (`refcache.py`).
     """
     timing = timing or TimingConfig()
     progress = progress or (lambda _phase, _host: None)
@@ -422,7 +433,8 @@ def run_shape(device: Device, kernel: Launchable, task: Task, dims: Mapping[str,
     prepared: PreparedBaseline | None = None
     try:
         kernel.check_dims(dims)
-        run = _ShapeRun(device, kernel, task, dims, rename or {}, progress, flush_bytes, rng)
+        run = _ShapeRun(device, kernel, task, dims, rename or {}, progress, flush_bytes, rng,
+                        ReferenceCache(reference_cache) if reference_cache else None)
         sets = []
         for seed in seeds:
             progress(f"inputs and reference, seed {seed}", True)

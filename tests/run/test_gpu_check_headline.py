@@ -223,6 +223,7 @@ def test_on_hopper_the_headline_table_has_every_kernel_and_baseline(
                              "--only", "kmeans_assign_sm90")
     assert rc == 0
     assert set(benched) == set(gh.GEMM_EXAMPLES) | set(gh.KMEANS_EXAMPLES)
+    assert not (tmp_path / "references").exists(), "the shared references are removed"
     head = {(h["kernel"], h["shape"]): h for h in doc["headline"]}
     for ex in gh.GEMM_EXAMPLES:
         for shape in ("4096^3", "8192^3"):
