@@ -38,6 +38,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -199,6 +200,26 @@ def run_flash(args: argparse.Namespace, out: Path, seconds: float) -> dict[str, 
         return {"status": "error", "reason": f"exit {proc.returncode}: {' | '.join(tail)}"}
 
 
+class DeadlineReached(Exception):
+    """--deadline passed: stop the step in flight (its worker is killed on the way out) and
+    write what there is."""
+
+
+def _deadline(_signum: int, _frame: Any) -> None:
+    raise DeadlineReached
+
+
+def arm_deadline(seconds: float | None) -> None:
+    """Raise DeadlineReached in the main thread after `seconds` (None: disarm).  gpu_check.sh
+    sets it a little before its own hard stop, so the tables and the JSON are always
+    written, with whatever was not finished marked `skipped`."""
+    if seconds is None or seconds <= 0:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        return
+    signal.signal(signal.SIGALRM, _deadline)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--budget", type=float, default=480.0,
@@ -214,6 +235,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                     help="seconds for the flash-kmeans comparison (0: skip it)")
     ap.add_argument("--only", action="append", default=[],
                     help="run only examples whose path contains this text (repeatable)")
+    ap.add_argument("--deadline", type=float, default=None,
+                    help="seconds after which the step in flight is stopped and the tables "
+                         "are written with what is done")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     ap.add_argument("--choose-toolkit", action="store_true",
                     help="print the toolkit bin/ to put first on PATH and why, then exit")
@@ -257,60 +281,78 @@ def main(argv: Sequence[str] | None = None) -> int:
         table_rows.append([example, *shape_row(res, True)])
 
     archs: dict[str, str | None] = {}
-    for step in plan(todo, wanted):
-        if isinstance(step, str):  # flash-kmeans, right after the headline kernels
+    steps = plan(todo, wanted)
+    current = 0
+    arm_deadline(args.deadline)
+    try:
+        for current, step in enumerate(steps):  # noqa: B007 - the except clause reads it
+            if isinstance(step, str):  # flash-kmeans, right after the headline kernels
+                elapsed = time.monotonic() - t0
+                seconds = flash_seconds(args, elapsed)
+                if args.flash_timeout <= 0:
+                    flash = {"status": "skipped", "reason": "--flash-timeout 0"}
+                elif elapsed > args.budget or seconds < 20:
+                    flash = {"status": "skipped", "reason": "time budget spent"}
+                else:
+                    print("  flash-kmeans (Triton) vs the torch reference ...", flush=True)
+                    out_dir.mkdir(parents=True, exist_ok=True)
+                    flash = run_flash(args, out_dir / "flash_kmeans.json", seconds)
+                continue
+            task, entry, shapes = step
+            example = example_of(entry)
+            if example not in archs:
+                archs[example] = kernel_arch(task, entry)
+            arch = archs[example]
+            skip = arch_skip(arch, cc) if arch is not None else None
             elapsed = time.monotonic() - t0
-            seconds = flash_seconds(args, elapsed)
-            if args.flash_timeout <= 0:
-                flash = {"status": "skipped", "reason": "--flash-timeout 0"}
-            elif elapsed > args.budget or seconds < 20:
-                flash = {"status": "skipped", "reason": "time budget spent"}
-            else:
-                print("  flash-kmeans (Triton) vs the torch reference ...", flush=True)
-                out_dir.mkdir(parents=True, exist_ok=True)
-                flash = run_flash(args, out_dir / "flash_kmeans.json", seconds)
-            continue
-        task, entry, shapes = step
-        example = example_of(entry)
-        if example not in archs:
-            archs[example] = kernel_arch(task, entry)
-        arch = archs[example]
-        skip = arch_skip(arch, cc) if arch is not None else None
-        elapsed = time.monotonic() - t0
-        if skip is not None:
-            if f"{example}: skipped ({skip})" not in notes:
-                notes.append(f"{example}: skipped ({skip})")
-            for s in shapes:
-                add(example, task, ShapeResult(dict(s.dims), s.label, status="skipped",
-                                               error=skip), arch_skipped=True)
-        elif elapsed > args.budget:
-            notes.append(f"{example}: {len(shapes)} shape(s) not run, the time budget "
-                         f"({args.budget:.0f} s) was spent")
-            for s in shapes:
-                add(example, task, ShapeResult(dict(s.dims), s.label, status="skipped",
-                                               error="time budget spent"))
-        else:
-            print(f"  {example} on {task.name}: {len(shapes)} shapes ...", flush=True)
-            try:
-                out = bench(ROOT / example, entry.kernel, task, replace(opts, shapes=shapes))
-            except BenchSetupError as exc:
-                msg = str(exc) + "".join(f"\n      {d.code}: {d.message}"
-                                         for d in exc.diagnostics[:3])
-                notes.append(f"{example}: {msg}")
+            if skip is not None:
+                if f"{example}: skipped ({skip})" not in notes:
+                    notes.append(f"{example}: skipped ({skip})")
                 for s in shapes:
-                    add(example, task, ShapeResult(dict(s.dims), s.label, status="error",
-                                                   correct=False, error=str(exc)))
+                    add(example, task, ShapeResult(dict(s.dims), s.label, status="skipped",
+                                                   error=skip), arch_skipped=True)
+            elif elapsed > args.budget:
+                notes.append(f"{example}: {len(shapes)} shape(s) not run, the time budget "
+                             f"({args.budget:.0f} s) was spent")
+                for s in shapes:
+                    add(example, task, ShapeResult(dict(s.dims), s.label, status="skipped",
+                                                   error="time budget spent"))
             else:
-                backend = out.report.backend
-                reports.append(out.report.to_json())
-                rel = os.path.relpath(ROOT / example, out_dir)
-                runs += out.report.calibration_runs(Path(rel).as_posix())
-                for res in out.report.shapes:
-                    add(example, task, res)
-                for d in out.diagnostics:
-                    if d.severity.value in ("error", "warning"):
-                        notes.append(f"{example}: {d.code} {d.message}")
-                print(f"    done in {out.elapsed_s:.0f} s", flush=True)
+                print(f"  {example} on {task.name}: {len(shapes)} shapes ...", flush=True)
+                try:
+                    out = bench(ROOT / example, entry.kernel, task, replace(opts, shapes=shapes))
+                except BenchSetupError as exc:
+                    msg = str(exc) + "".join(f"\n      {d.code}: {d.message}"
+                                             for d in exc.diagnostics[:3])
+                    notes.append(f"{example}: {msg}")
+                    for s in shapes:
+                        add(example, task, ShapeResult(dict(s.dims), s.label, status="error",
+                                                       correct=False, error=str(exc)))
+                else:
+                    backend = out.report.backend
+                    reports.append(out.report.to_json())
+                    rel = os.path.relpath(ROOT / example, out_dir)
+                    runs += out.report.calibration_runs(Path(rel).as_posix())
+                    for res in out.report.shapes:
+                        add(example, task, res)
+                    for d in out.diagnostics:
+                        if d.severity.value in ("error", "warning"):
+                            notes.append(f"{example}: {d.code} {d.message}")
+                    print(f"    done in {out.elapsed_s:.0f} s", flush=True)
+    except (DeadlineReached, KeyboardInterrupt):
+        why = "stopped at the time limit"
+        cause = f"--deadline {args.deadline:g} s" if args.deadline else "interrupted"
+        notes.append(f"{why}: {len(steps) - current} step(s) not finished ({cause})")
+        for step in steps[current:]:
+            if isinstance(step, str):
+                flash = flash or {"status": "skipped", "reason": why}
+                continue
+            task, entry, shapes = step
+            for s in shapes:
+                add(example_of(entry), task, ShapeResult(dict(s.dims), s.label,
+                                                         status="skipped", error=why))
+    finally:
+        arm_deadline(None)
 
     shutil.rmtree(refs, ignore_errors=True)
     headers = ["example", "shape", "label", "correct", "max abs", "max rel", "ms",

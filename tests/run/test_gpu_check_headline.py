@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +261,43 @@ def test_a_spent_budget_skips_what_is_left_and_fails_the_run(
     assert all(r["status"] == "skipped" and r["error"] == "time budget spent"
                for r in doc["rows"])
     assert doc["flash_kmeans"] == {"status": "skipped", "reason": "time budget spent"}
+
+
+@pytest.mark.parametrize("how", ["interrupt", "deadline"])
+def test_a_run_stopped_at_the_time_limit_still_writes_its_tables(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, how: str) -> None:
+    """The second kernel is stopped (by the shell's SIGINT, or by --deadline): what ran is
+    kept, the rest is `skipped`, the JSON is written and the run fails."""
+    calls = []
+
+    def slow(example: str, task: Any, shapes: list[Any]) -> BenchOutcome:
+        calls.append(example)
+        if len(calls) == 2:
+            if how == "interrupt":
+                raise KeyboardInterrupt
+            time.sleep(30)  # the alarm interrupts this
+        return right(example, task, shapes)
+
+    right = _outcome
+    monkeypatch.setattr(sys.modules[__name__], "_outcome", slow)
+    extra = ["--deadline", "1.5"] if how == "deadline" else []
+    t0 = time.monotonic()
+    rc, doc, _ = _main(monkeypatch, tmp_path, (9, 0), "--only", "examples/gemm_sm90.cake",
+                       "--only", "examples/kmeans_assign_sm90.cake", *extra)
+    assert time.monotonic() - t0 < 20
+    assert rc == 1 and len(calls) == 2
+    statuses = [(r["example"], r["status"], r["error"]) for r in doc["rows"]]
+    assert statuses[0][1] == "ok"
+    stopped = [s for s in statuses if s[2] == "stopped at the time limit"]
+    assert stopped and all(s[1] == "skipped" for s in stopped)
+    ok = [(r["example"], r["dims"]) for r in doc["rows"] if r["status"] == "ok"]
+    assert ok == [("examples/gemm_sm90.cake", G4), ("examples/gemm_sm90.cake", G8)], \
+        "the headline shapes of the first kernel were done before the stop"
+    assert all(r["error"] == "stopped at the time limit" for r in doc["rows"]
+               if r["example"] == "examples/kmeans_assign_sm90.cake")
+    assert len(ok) + len(stopped) == len(doc["rows"])
+    assert doc["flash_kmeans"] == {"status": "skipped", "reason": "stopped at the time limit"}
+    assert any(n.startswith("stopped at the time limit") for n in doc["notes"])
 
 
 def test_the_flash_step_is_cut_to_the_budget_and_its_timeout_reported(
