@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cake_core.hardware import get_arch
 from cake_core.run.build import cannot_run
 from cake_core.run.device import Device
 from cake_core.run.protocol import TimingConfig
@@ -91,8 +92,8 @@ def shape_text(task: str, dims: Mapping[str, int]) -> str:
 def arch_skip(kernel_arch: str, device_cc: tuple[int, int]) -> str | None:
     """`needs sm_90a, GPU is sm_80` when this GPU cannot run the kernel, else None: a
     kernel for another GPU is skipped, never failed."""
-    if cannot_run(kernel_arch, device_cc) is None:
-        return None
+    if get_arch(kernel_arch) is None or cannot_run(kernel_arch, device_cc) is None:
+        return None  # an unknown architecture is an error the build reports, not a skip
     return f"needs {kernel_arch}, GPU is sm_{device_cc[0]}{device_cc[1]}"
 
 

@@ -144,9 +144,9 @@ class _ShapeRun:
     Every launch of the candidate, checked or timed, looks the same from inside the
     kernel: the same slot of buffers (inputs restaged from a seed's pristine copy, outputs
     poisoned), an L2 flush (a read of the flush buffer, whose bytes never change), then
-    the launch.  A kernel therefore cannot
-    tell a checked call from a timed one, and a checked call is drawn at random among the
-    timed ones (docs/running.md, "What a candidate could do to fake a result")."""
+    the launch.  A kernel therefore cannot tell a checked call from a timed one, and a
+    checked call is drawn at random among the timed ones (docs/running.md, "What a
+    candidate could do to fake a result")."""
 
     def __init__(self, device: Device, kernel: Launchable, task: Task, dims: Mapping[str, int],
                  rename: Mapping[str, str], progress: Progress, flush_bytes: int | None,
@@ -418,7 +418,7 @@ def run_shape(device: Device, kernel: Launchable, task: Task, dims: Mapping[str,
     """Check, time and re-check `kernel` on one shape; never raises for a kernel's fault.
 
     A fault that leaves the device unusable sets `device_lost` on the result.  `rng`
-    draws the checked timed calls, the perturbations and the flush bytes; it is seeded
+    draws the checked timed calls, the perturbations and the flush byte; it is seeded
     from the OS unless a test passes one.  `reference_cache`: a directory where each seed's
     inputs and reference are kept for the next candidate on this shape (`refcache.py`).
     """
