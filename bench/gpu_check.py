@@ -24,6 +24,7 @@ bench/results/gpu_check.json (the tables, the toolkit used and every report) and
 bench/results/gpu_check_runs.json (trusted runs, for `cake calibrate`).
 
     python bench/gpu_check.py [--budget 480] [--rounds 3] [--timeout 60] [--backend auto]
+                              [--headline-only] [--deadline S] [--only TEXT]
     python bench/gpu_check.py --choose-toolkit   # two lines: the bin/ to put first on PATH
                                                  # (empty: keep PATH) and why
 
@@ -120,15 +121,16 @@ FLASH_STEP = "flash-kmeans"
 Step = tuple[Task, KernelEntry, list[Shape]] | str
 
 
-def plan(todo: Sequence[tuple[Task, KernelEntry]], wanted: Sequence[Highlight]) -> list[Step]:
+def plan(todo: Sequence[tuple[Task, KernelEntry]], wanted: Sequence[Highlight],
+         rest: bool = True) -> list[Step]:
     """What runs, in order: every kernel on its headline shapes, then flash-kmeans (when a
-    k-means headline is wanted), then every kernel on its other shapes.  The budget cuts
-    from the end, so the headline table is the last thing it takes away."""
+    k-means headline is wanted), then (`rest`) every kernel on its other shapes.  The
+    budget cuts from the end, so the headline table is the last thing it takes away."""
     split = [(t, e, *split_shapes(t, e, wanted)) for t, e in todo]
     steps: list[Step] = [(t, e, head) for t, e, head, _ in split if head]
     if any(h.task == KMEANS_TASK for h in wanted):
         steps.append(FLASH_STEP)
-    return steps + [(t, e, rest) for t, e, _, rest in split if rest]
+    return steps + [(t, e, other) for t, e, _, other in split if other and rest]
 
 
 def kernel_arch(task: Task, entry: KernelEntry) -> str | None:
@@ -235,6 +237,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                     help="seconds for the flash-kmeans comparison (0: skip it)")
     ap.add_argument("--only", action="append", default=[],
                     help="run only examples whose path contains this text (repeatable)")
+    ap.add_argument("--headline-only", action="store_true",
+                    help="run only the headline comparisons")
     ap.add_argument("--deadline", type=float, default=None,
                     help="seconds after which the step in flight is stopped and the tables "
                          "are written with what is done")
@@ -281,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         table_rows.append([example, *shape_row(res, True)])
 
     archs: dict[str, str | None] = {}
-    steps = plan(todo, wanted)
+    steps = plan(todo, wanted, rest=not args.headline_only)
     current = 0
     arm_deadline(args.deadline)
     try:

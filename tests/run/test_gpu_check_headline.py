@@ -87,6 +87,7 @@ def test_the_plan_runs_headline_shapes_then_flash_then_the_rest() -> None:
     assert all(dict(s.dims) in headline_dims for _, _, shapes in before for s in shapes)
     assert len([s for _, _, shapes in before for s in shapes]) == len(wanted)
     assert after and all(isinstance(x, tuple) for x in after)
+    assert gpu_check.plan(todo, wanted, rest=False) == steps[:flash_at + 1]
     no_kmeans = [h for h in wanted if h.task == gh.GEMM_TASK]
     assert gpu_check.FLASH_STEP not in gpu_check.plan(todo, no_kmeans)
 
