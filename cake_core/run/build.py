@@ -29,8 +29,8 @@ from cake_core.lower.toolchain import (
     library_key,
 )
 
-__all__ = ["NVCC_FLAGS", "RUNTIME_SHIM", "BuildError", "Library", "build_library", "gencode",
-           "nvcc_target"]
+__all__ = ["NVCC_FLAGS", "RUNTIME_SHIM", "BuildError", "Library", "build_library", "cannot_run",
+           "gencode", "nvcc_target"]
 
 RUNTIME_SHIM = r"""
 // ---- appended by cake_core/run/build.py: runtime helpers the Python runner calls ----------
@@ -69,16 +69,27 @@ def nvcc_target(kernel_arch: str, device_cc: tuple[int, int] | None) -> str:
         raise BuildError(f"unknown kernel architecture {kernel_arch!r}")
     if device_cc is None:
         return spec.name
+    why = cannot_run(kernel_arch, device_cc)
+    if why is not None:
+        raise BuildError(why)
+    return spec.name if spec.name.endswith("a") else f"sm_{device_cc[0]}{device_cc[1]}"
+
+
+def cannot_run(kernel_arch: str, device_cc: tuple[int, int]) -> str | None:
+    """Why a GPU of compute capability `device_cc` cannot run a `kernel_arch` kernel, or
+    None when it can.  A machine without that GPU is not a failure of the kernel: callers
+    report this as a skip."""
+    spec = get_arch(kernel_arch)
+    if spec is None:
+        return f"unknown kernel architecture {kernel_arch!r}"
     need = spec.compute_capability
-    if spec.name.endswith("a"):
-        if device_cc != need:
-            raise BuildError(f"a {spec.name} kernel runs only on compute capability "
-                             f"{need[0]}.{need[1]}; this GPU is {device_cc[0]}.{device_cc[1]}")
-        return spec.name
+    if spec.name.endswith("a") and device_cc != need:
+        return (f"a {spec.name} kernel runs only on compute capability {need[0]}.{need[1]}; "
+                f"this GPU is {device_cc[0]}.{device_cc[1]}")
     if device_cc < need:
-        raise BuildError(f"a {spec.name} kernel needs compute capability {need[0]}.{need[1]} "
-                         f"or newer; this GPU is {device_cc[0]}.{device_cc[1]}")
-    return f"sm_{device_cc[0]}{device_cc[1]}"
+        return (f"a {spec.name} kernel needs compute capability {need[0]}.{need[1]} or newer; "
+                f"this GPU is {device_cc[0]}.{device_cc[1]}")
+    return None
 
 
 def gencode(target: str) -> list[str]:

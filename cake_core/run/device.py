@@ -1,7 +1,8 @@
 """The few device operations the runner needs, behind one small interface.
 
 The verification protocol (`protocol.py`) is written against `Device` only: memory,
-copies, a byte fill, streams, events and a device-wide synchronize.  Three backends
+copies, a byte fill, a read of a whole buffer (the L2 flush), streams, events and a
+device-wide synchronize.  Three backends
 implement it: `PycudaDevice` (the `gpu` extra), `TorchDevice` (when torch is installed but
 pycuda is not, as on images that ship torch), and `FakeDevice` (numpy memory and a virtual
 clock), which lets every rule of the protocol be tested on a machine without a GPU.
@@ -66,6 +67,16 @@ class Device(ABC):
     @abstractmethod
     def fill(self, buf: Any, byte: int, nbytes: int, stream: Any, offset: int = 0) -> None:
         """Set `nbytes` bytes of `buf`, from byte `offset`, to `byte`, ordered on `stream`."""
+
+    @abstractmethod
+    def read_through(self, buf: Any, nbytes: int, stream: Any) -> None:
+        """Read the first `nbytes` of `buf` on the device, ordered on `stream`, writing
+        nothing but a few bytes of the backend's own.
+
+        This is the L2 flush before a timed call.  Reading a buffer of at least twice the
+        L2 evicts what the previous call left there and leaves only clean lines behind; a
+        fill (a memset) would evict as well but leave the L2 full of dirty lines, whose
+        write-back to HBM then happens inside the next timed kernel and is billed to it."""
 
     def copy(self, dst: Any, src: Any, nbytes: int, stream: Any) -> None:
         """Copy the first `nbytes` of `src` into `dst`, ordered on `stream`.

@@ -60,7 +60,8 @@ class FakeDevice(Device):
         self.clock_ms = 0.0
         self.fill_ms_per_mb = fill_ms_per_mb
         self.log: list[tuple[str, str]] = []
-        """(what, detail) in order: ("launch", label), ("baseline", ...), ("fill", bytes)."""
+        """(what, detail) in order: ("launch", label), ("baseline", ...), ("fill", bytes),
+        ("read", bytes) for an L2 flush."""
         self.pending_fault: str | None = None
         self._next = 0x10000
         self.live = 0
@@ -96,6 +97,10 @@ class FakeDevice(Device):
         buf.data[offset:offset + nbytes] = byte
         self.advance(self.fill_ms_per_mb * nbytes / 1e6)
         self.log.append(("fill", str(nbytes)))
+
+    def read_through(self, buf: FakeBuffer, nbytes: int, stream: Any) -> None:
+        self.advance(self.fill_ms_per_mb * nbytes / 1e6)
+        self.log.append(("read", str(nbytes)))
 
     def copy(self, dst: FakeBuffer, src: FakeBuffer, nbytes: int, stream: Any) -> None:
         dst.data[:nbytes] = src.data[:nbytes]

@@ -76,6 +76,9 @@ class HostDevice(Device):
              offset: int = 0) -> None:
         buf.data[offset:offset + nbytes] = byte
 
+    def read_through(self, buf: HostBuffer, nbytes: int, stream: Any) -> None:
+        """Nothing to evict: host memory has no device L2 (`l2_bytes` is 0)."""
+
     def new_stream(self) -> None:
         return None
 

@@ -12,11 +12,12 @@ tells the stories):
 3. Inputs are compared with what was uploaded after the checked launches and again after
    timing: a kernel that scribbles on its inputs is caught even when its output is right.
 4. Timing only for a correct kernel: warmup, then rounds alternating the candidate and the
-   baseline in the same process and stream; an L2 flush (a fill of a buffer of at least
-   twice the L2) before every timed call; CUDA events around each call; the result is
+   baseline in the same process and stream; an L2 flush (a read of a buffer of at least
+   twice the L2: a memset would leave dirty lines whose write-back lands inside the timed
+   kernel) before every timed call; CUDA events around each call; the result is
    the median of the round medians with the coefficient of variation of all calls.
 5. Every launch, checked or timed, is prepared the same way (one slot of buffers with
-   inputs restaged and outputs poisoned, a flush with a random byte), so a kernel cannot
+   inputs restaged and outputs poisoned, then the flush read), so a kernel cannot
    tell them apart; one timed call per round, drawn at random, is judged, and the other
    timed calls run on freshly perturbed inputs, so neither returning early when timed nor
    replaying a cached answer survives.  Correctness is re-checked after the timing loop,
@@ -38,6 +39,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,6 +47,7 @@ import numpy as np
 from cake_core.run.baselines import Baseline, PreparedBaseline
 from cake_core.run.device import Device, DeviceFault, LaunchError
 from cake_core.run.kernels import Launchable
+from cake_core.run.refcache import ReferenceCache
 from cake_core.run.results import (
     FLAG_BASELINE_MISMATCH,
     FLAG_FAKE,
@@ -140,13 +143,14 @@ class _ShapeRun:
 
     Every launch of the candidate, checked or timed, looks the same from inside the
     kernel: the same slot of buffers (inputs restaged from a seed's pristine copy, outputs
-    poisoned), an L2 flush with a random byte, then the launch.  A kernel therefore cannot
-    tell a checked call from a timed one, and a checked call is drawn at random among the
-    timed ones (docs/running.md, "What a candidate could do to fake a result")."""
+    poisoned), an L2 flush (a read of the flush buffer, whose bytes never change), then
+    the launch.  A kernel therefore cannot tell a checked call from a timed one, and a
+    checked call is drawn at random among the timed ones (docs/running.md, "What a
+    candidate could do to fake a result")."""
 
     def __init__(self, device: Device, kernel: Launchable, task: Task, dims: Mapping[str, int],
                  rename: Mapping[str, str], progress: Progress, flush_bytes: int | None,
-                 rng: random.Random) -> None:
+                 rng: random.Random, refs: ReferenceCache | None = None) -> None:
         self.device = device
         self.kernel = kernel
         self.task = task
@@ -164,6 +168,7 @@ class _ShapeRun:
         self.nflush = max(flush_bytes or 0, 2 * device.l2_bytes, 1)
         self.flush: Any = None
         self.flush_byte = 0
+        self.refs = refs
 
     # --- setup -----------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Any:
@@ -172,8 +177,14 @@ class _ShapeRun:
         return buf
 
     def make_set(self, seed: int) -> _Set:
-        host = self.task.inputs(self.dims, np.random.default_rng(seed))
-        want = self.task.reference(host, self.dims)
+        cached = self.refs.load(self.task, self.dims, seed) if self.refs else None
+        if cached is not None:
+            host, want = cached
+        else:
+            host = self.task.inputs(self.dims, np.random.default_rng(seed))
+            want = self.task.reference(host, self.dims)
+            if self.refs is not None:
+                self.refs.store(self.task, self.dims, seed, host, want)
         missing = [k for k in self.outputs if k not in self.specs]
         if missing:
             raise RunSetupError(f"the kernel has no tensor for the task's output(s) "
@@ -214,6 +225,10 @@ class _ShapeRun:
             for kname, spec in self.specs.items():
                 self.slot[kname] = self.alloc(spec.nbytes(self.dims))
             self.flush = self.alloc(self.nflush)
+            # filled once, with a random non-zero byte, long before anything is timed: the
+            # flushes only read it, so it looks the same to every launch, checked or timed
+            self.flush_byte = self.rng.randrange(1, 256)
+            self.device.fill(self.flush, self.flush_byte, self.nflush, self.stream)
         return _Set(seed, host, want, buffers, digests, scalars)
 
     def _dims_text(self) -> str:
@@ -243,11 +258,14 @@ class _ShapeRun:
         for kname in self.outputs:
             self.device.fill(self.slot[kname], POISON_BYTE, self.specs[kname].nbytes(self.dims),
                              self.stream)
-        # a fill of >= 2x L2 evicts whatever the previous call left there; a random byte,
-        # so the flush buffer tells a kernel nothing about which call this is
-        self.flush_byte = self.rng.randrange(256)
-        self.device.fill(self.flush, self.flush_byte, self.nflush, self.stream)
+        # last, after the restaging and the poison: reading >= 2x L2 evicts what the
+        # previous call and those writes left there, their write-back happens in this
+        # read, and the next kernel starts on an L2 of clean lines
+        self.flush_l2()
         return change
+
+    def flush_l2(self) -> None:
+        self.device.read_through(self.flush, self.nflush, self.stream)
 
     def perturbed(self, s: _Set, change: _Perturbation) -> _Set:
         """`s` with `change` applied on the host, and its own reference (a CPU phase)."""
@@ -297,7 +315,7 @@ class _ShapeRun:
         return _Check(comps, unwritten, digests, self.modified_inputs(s))
 
     def flush_touched(self) -> Finding | None:
-        """The flush buffer must hold exactly the byte of the last fill."""
+        """The flush buffer must still hold the byte it was filled with."""
         raw = self.device.download(self.flush, self.nflush)
         bad = raw != self.flush_byte
         n = int(bad.sum())
@@ -307,7 +325,7 @@ class _ShapeRun:
                        f"the kernel wrote into the runner's L2 flush buffer: {n} byte(s) "
                        f"differ from the fill, first at byte {int(np.argmax(bad))} "
                        f"({self._dims_text()})",
-                       ["a kernel may write only its outputs; the flush buffer is filled "
+                       ["a kernel may write only its outputs; the flush buffer is read "
                         "before every launch to evict L2, and is checked after every round"],
                        {"tensor": "<l2 flush>", "changed": n})
 
@@ -395,12 +413,14 @@ def run_shape(device: Device, kernel: Launchable, task: Task, dims: Mapping[str,
               seeds: Sequence[int] = (0, 1), baseline: Baseline | None = None,
               timing: TimingConfig | None = None, workload: Workload | None = None,
               flush_bytes: int | None = None, progress: Progress | None = None,
-              rng: random.Random | None = None) -> ShapeResult:
+              rng: random.Random | None = None,
+              reference_cache: Path | None = None) -> ShapeResult:
     """Check, time and re-check `kernel` on one shape; never raises for a kernel's fault.
 
     A fault that leaves the device unusable sets `device_lost` on the result.  `rng`
-    draws the checked timed calls, the perturbations and the flush bytes; it is seeded
-    from the OS unless a test passes one.
+    draws the checked timed calls, the perturbations and the flush byte; it is seeded
+    from the OS unless a test passes one.  `reference_cache`: a directory where each seed's
+    inputs and reference are kept for the next candidate on this shape (`refcache.py`).
     """
     timing = timing or TimingConfig()
     progress = progress or (lambda _phase, _host: None)
@@ -413,7 +433,8 @@ def run_shape(device: Device, kernel: Launchable, task: Task, dims: Mapping[str,
     prepared: PreparedBaseline | None = None
     try:
         kernel.check_dims(dims)
-        run = _ShapeRun(device, kernel, task, dims, rename or {}, progress, flush_bytes, rng)
+        run = _ShapeRun(device, kernel, task, dims, rename or {}, progress, flush_bytes, rng,
+                        ReferenceCache(reference_cache) if reference_cache else None)
         sets = []
         for seed in seeds:
             progress(f"inputs and reference, seed {seed}", True)
@@ -553,7 +574,7 @@ def _time(run: _ShapeRun, sets: list[_Set], prepared: PreparedBaseline | None,
 
     def base(i: int) -> None:
         assert prepared is not None
-        device.fill(run.flush, run.rng.randrange(256), run.nflush, run.stream)
+        run.flush_l2()
         device.record(starts[i], run.stream)
         prepared.launch()
         device.record(ends[i], run.stream)

@@ -14,6 +14,27 @@ import numpy as np
 
 from cake_core.run.device import Device, DeviceError, DeviceFault
 
+#: The L2 flush: every thread XORs 8-byte words of the buffer, grid-stride, and stores
+#: only when the XOR equals a key the compiler cannot know, so no load is optimized away
+#: and the kernel writes nothing in practice (a hit writes 8 bytes of its own sink).
+READ_KERNEL = r"""
+extern "C" __global__ void cake_read_through(const unsigned long long* __restrict__ p,
+                                             unsigned long long words,
+                                             unsigned long long key,
+                                             unsigned long long* sink) {
+  unsigned long long acc = 0;
+  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+       i < words; i += stride) {
+    acc ^= p[i];
+  }
+  if (acc == key) *sink = acc;
+}
+"""
+READ_THREADS = 256
+#: Key of READ_KERNEL: the XOR of a thread's words equals it by chance only.
+READ_KEY = 0x9E3779B97F4A7C15
+
 
 class PycudaDevice(Device):
     backend = "pycuda"
@@ -34,6 +55,15 @@ class PycudaDevice(Device):
         self.name = self._dev.name()
         self.compute_capability = tuple(self._dev.compute_capability())
         self.l2_bytes = int(self._dev.get_attribute(cuda.device_attribute.L2_CACHE_SIZE))
+        self._sms = int(self._dev.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT))
+        try:  # compiled with nvcc now, so a failure falls back to torch at open_device
+            from pycuda.compiler import SourceModule  # the gpu extra
+
+            module = SourceModule(READ_KERNEL, no_extern_c=True, options=["-O3"])
+        except Exception as exc:  # pragma: no cover - depends on the machine
+            raise DeviceError(f"pycuda cannot compile the L2 flush kernel: {exc}") from exc
+        self._read = module.get_function("cake_read_through")
+        self._sink = cuda.mem_alloc(8)
 
     def alloc(self, nbytes: int) -> Any:
         return self._cuda.mem_alloc(max(1, nbytes))
@@ -54,6 +84,16 @@ class PycudaDevice(Device):
 
     def fill(self, buf: Any, byte: int, nbytes: int, stream: Any, offset: int = 0) -> None:
         self._cuda.memset_d8_async(int(buf) + offset, byte, nbytes, stream)
+
+    def read_through(self, buf: Any, nbytes: int, stream: Any) -> None:
+        """READ_KERNEL over the whole 8-byte words; a tail of fewer than 8 bytes is below
+        one L2 line and left."""
+        words = nbytes // 8
+        if words == 0:
+            return
+        blocks = max(1, min(8 * self._sms, -(-words // READ_THREADS)))
+        self._read(buf, np.uint64(words), np.uint64(READ_KEY), self._sink,
+                   block=(READ_THREADS, 1, 1), grid=(blocks, 1), stream=stream)
 
     def copy(self, dst: Any, src: Any, nbytes: int, stream: Any) -> None:
         self._cuda.memcpy_dtod_async(dst, src, nbytes, stream)

@@ -111,6 +111,9 @@ class BenchOptions:
     cu: str | None = None
     """Run this CUDA translation unit instead of the kernel's lowering (with the kernel's
     launch metadata): the agents' `cuda` arm, where a model edits the .cu directly."""
+    reference_cache: Path | None = None
+    """A directory where each shape's inputs and numpy reference are kept for the next
+    candidate on that shape (`cake_core/run/refcache.py`); None: computed every time."""
     emulate_order: str = "both"
     """When emulated asynchronous operations complete: `lazy`, `eager`, or `both` (the first
     launch on each input set lazily, the second eagerly; `cake_core.run.emulated`)."""
@@ -290,6 +293,7 @@ def bench(path: str | Path, kernel_name: str | None, task: Task,
                      {"kind": "fake", "cost_ms": opts.fake_baseline_ms} if fake else
                      {"kind": "auto"}),
         "fake": {"device": device_name, "l2_bytes": l2},
+        "reference_cache": str(opts.reference_cache) if opts.reference_cache else None,
     }
     limit = opts.emulate_timeout if emulate else opts.timeout
     results, info = run_in_workers(spec, items, _Limits(limit, opts.host_timeout,

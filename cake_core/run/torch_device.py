@@ -58,6 +58,17 @@ class TorchDevice(Device):
         with self._torch.cuda.stream(stream):
             buf[offset:offset + nbytes].fill_(byte)
 
+    def read_through(self, buf: Any, nbytes: int, stream: Any) -> None:
+        """A max-reduction over the bytes (as 32-bit words where they divide): one kernel
+        that reads every byte and writes one scalar into a fresh block of the caching
+        allocator, which is never memset."""
+        words = buf[:nbytes - nbytes % 4].view(self._torch.int32) if nbytes >= 4 else None
+        with self._torch.cuda.stream(stream):
+            if words is not None:
+                words.amax()
+            if nbytes % 4:
+                buf[nbytes - nbytes % 4:nbytes].amax()
+
     def copy(self, dst: Any, src: Any, nbytes: int, stream: Any) -> None:
         with self._torch.cuda.stream(stream):
             dst[:nbytes].copy_(src[:nbytes])

@@ -131,7 +131,9 @@ def run(spec: dict[str, Any], emit: _Events) -> int:
                         label=str(item.get("label", "")), rename=spec.get("rename") or {},
                         seeds=[int(s) for s in seeds], baseline=baseline,
                         timing=timing, workload=Workload.from_json(wl) if wl else None,
-                        flush_bytes=int(spec.get("flush_bytes") or 0), progress=progress)
+                        flush_bytes=int(spec.get("flush_bytes") or 0), progress=progress,
+                        reference_cache=Path(spec["reference_cache"])
+                        if spec.get("reference_cache") else None)
         if isinstance(kernel, EmulatedKernel):
             kernel.locate(res)
             res.flags = sorted({*res.flags, FLAG_EMULATED})

@@ -167,8 +167,9 @@ def test_counting_calls_to_skip_work_when_timed_is_caught_in_a_timed_call(
 
 def test_a_kernel_that_reads_the_flush_byte_learns_nothing(gemm_task: Task,
                                                            gemm_specs: list) -> None:
-    """Reads the flush buffer's byte, expecting the old `call index` pattern, and skips
-    the work when it looks like a timed call: the byte is random for every launch."""
+    """Reads the flush buffer's byte, expecting a buffer nobody filled before a check,
+    and skips the work when it looks like a timed call: the buffer is filled once, before
+    the first launch, and only read after that, so every launch sees the same bytes."""
 
     def body(ctx: FakeLaunch) -> None:
         flush = max(ctx.device.memory.values(), key=lambda b: b.data.size)

@@ -57,6 +57,31 @@ def test_device_memory_streams_and_events(backend: str) -> None:
         dev.close()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_l2_flush_reads_every_byte_and_changes_none(backend: str) -> None:
+    """`read_through` leaves the buffer as it was, and takes at least the time reading it
+    from HBM takes (8x the L2, bounded at 20 TB/s): the reads are not optimized away."""
+    if backend not in available_backends():
+        pytest.skip(f"{backend} is not installed")
+    dev = open_device(backend)
+    try:
+        nbytes = 8 * dev.l2_bytes + 3  # a tail that is not a whole word
+        buf = dev.alloc(nbytes)
+        stream = dev.new_stream()
+        dev.fill(buf, 0x5A, nbytes, stream)
+        start, end = dev.new_event(), dev.new_event()
+        dev.read_through(buf, nbytes, stream)  # once to settle, then timed
+        dev.record(start, stream)
+        dev.read_through(buf, nbytes, stream)
+        dev.record(end, stream)
+        dev.synchronize()
+        assert (dev.download(buf, nbytes) == 0x5A).all()
+        assert dev.elapsed_ms(start, end) * 1e-3 >= nbytes / 20e12
+        dev.free(buf)
+    finally:
+        dev.close()
+
+
 SMALL_CASES = [
     ("gemm_bf16", "examples/gemm_sm90.cake", "gemm_sm90", {"M": 256, "N": 256, "K": 128}),
     ("gemm_bf16", "examples/gemm_sm90.cake", "gemm_sm90", {"M": 200, "N": 136, "K": 72}),

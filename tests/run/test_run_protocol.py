@@ -70,7 +70,7 @@ def test_outputs_are_poisoned_before_every_checked_launch(run_fake: Run) -> None
     for i in launches:
         since = dev.log[prev:i]
         assert ("fill", c_bytes) in since, "the output is filled before every launch"
-        assert dev.log[i - 1] == ("fill", flush), "checked launches are flushed like timed ones"
+        assert dev.log[i - 1] == ("read", flush), "checked launches are flushed like timed ones"
         prev = i
     assert POISON_BYTE == 0xFF
 
@@ -154,8 +154,23 @@ def test_l2_flush_before_every_timed_call(run_fake: Run) -> None:
     timed = [i for i, e in enumerate(log) if e[0] in ("launch", "baseline")][5:]  # after checks
     assert len(timed) == (cfg.warmup + cfg.rounds * cfg.calls) * 2 + 2  # +2: the re-check
     for i in timed[: -2]:
-        assert log[i - 1] == ("fill", flush), f"no flush before timed call {i}: {log[i - 1]}"
+        assert log[i - 1] == ("read", flush), f"no flush before timed call {i}: {log[i - 1]}"
     assert int(flush) >= 2 * dev.l2_bytes
+
+
+def test_the_l2_flush_reads_and_never_writes_between_launches(run_fake: Run) -> None:
+    """A memset of the flush buffer would leave L2 full of dirty lines written back inside
+    the timed kernel: the buffer is filled once, before the first launch, then only read."""
+    cfg = TimingConfig(warmup=1, rounds=2, calls=3)
+    _, dev = run_fake("correct", timing=cfg)
+    flush = str(2 * dev.l2_bytes)
+    first = next(i for i, e in enumerate(dev.log) if e[0] == "launch")
+    assert ("fill", flush) not in dev.log[first:], "the flush buffer is never filled again"
+    assert dev.log[:first].count(("fill", flush)) == 1
+    reads = dev.log.count(("read", flush))
+    launches = sum(e[0] in ("launch", "baseline") for e in dev.log)
+    # every launch but the baseline's untimed correctness call
+    assert reads == launches - 1, "one flush read before every launch, the baseline's included"
 
 
 def test_rounds_alternate_between_candidate_and_baseline(run_fake: Run) -> None:
