@@ -28,7 +28,8 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not host_compiler_present(), reason="needs a host C++ compiler")]
 
 #: The kernels written for the tactic tests are in no task; they compute gemm_bf16's C.
-UNLISTED = {"gemm_mbarrier_sm90": "gemm_bf16", "gemm_one_role_sm90": "gemm_bf16"}
+UNLISTED = {"gemm_mbarrier_sm90": "gemm_bf16", "gemm_one_role_sm90": "gemm_bf16",
+            "gemm_sm90_cluster": "gemm_bf16"}
 
 
 @functools.cache
