@@ -89,6 +89,20 @@ def parse_dims(*texts: str) -> dict[str, int]:
     return out
 
 
+GATES = ("static", "sim", "cost", "ptxas", "emulate", "gpu")
+"""The evaluation gates of `cake evolve` and `cake experiment`, in the order they run."""
+
+
+def parse_gates(text: str) -> list[str]:
+    """The gates a comma-separated `--gates` names, as written; unknown ones refused."""
+    chosen = [g.strip() for g in text.split(",") if g.strip()]
+    bad = [g for g in chosen if g not in GATES]
+    if bad:
+        raise click.UsageError(f"unknown gate(s) {', '.join(bad)}; choose from "
+                               f"{', '.join(GATES)}")
+    return chosen
+
+
 def check_arch(arch: str | None) -> None:
     """Reject an `--arch` the hardware table does not know, suggesting the closest name."""
     if arch is None:

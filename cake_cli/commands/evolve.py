@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from cake_cli.args import GATES, parse_gates
+
 # The libraries are imported inside the functions: `cake --help` loads this module for its
 # help line, and each command loads only what it runs.
 
@@ -116,16 +118,11 @@ def evolve(task: str | None, mode: str | None, seed_kernel: str | None, model: s
                                "(give --model)")
     if mode == "reference" and not seed_kernel:
         raise click.UsageError("--mode reference needs --seed KERNEL")
-    known = ("static", "sim", "cost", "ptxas", "emulate", "gpu")
-    chosen_gates = [g.strip() for g in gates.split(",") if g.strip()]
-    bad = [g for g in chosen_gates if g not in known]
-    if bad:
-        raise click.UsageError(f"unknown gate(s) {', '.join(bad)}; choose from "
-                               f"{', '.join(known)}")
+    chosen_gates = parse_gates(gates)
     if emulate is not None:
         chosen_gates = [g for g in chosen_gates if g != "emulate"] + (["emulate"] if emulate
                                                                       else [])
-    chosen_gates = [g for g in known if g in chosen_gates or g in ("static", "cost")]
+    chosen_gates = [g for g in GATES if g in chosen_gates or g in ("static", "cost")]
     price = _price(price_per_mtok)
     if seed_kernel and not Path(seed_kernel.partition("::")[0]).is_file():
         raise click.UsageError(f"no such seed kernel file: {seed_kernel.partition('::')[0]}")

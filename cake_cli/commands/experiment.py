@@ -16,6 +16,8 @@ from pathlib import Path
 
 import click
 
+from cake_cli.args import GATES, parse_gates
+
 
 @click.command(name="experiment")
 @click.argument("task")
@@ -59,13 +61,8 @@ def experiment(task: str, arms: str, repeats: int, model: str | None,
     if "cuda" in chosen and not model:
         raise click.UsageError("the cuda arm has no offline policy: a model writes its CUDA "
                                "(give --model); run `--arms cake` for the offline search")
-    known = ("static", "sim", "cost", "ptxas", "emulate", "gpu")
-    chosen_gates = [g.strip() for g in gates.split(",") if g.strip()]
-    unknown = [g for g in chosen_gates if g not in known]
-    if unknown:
-        raise click.UsageError(f"unknown gate(s) {', '.join(unknown)}; choose from "
-                               f"{', '.join(known)}")
-    chosen_gates = [g for g in known if g in chosen_gates or g in ("static", "cost")]
+    chosen_gates = parse_gates(gates)
+    chosen_gates = [g for g in GATES if g in chosen_gates or g in ("static", "cost")]
     from cake_agents.config import EvolveConfig
     from cake_agents.context import SetupError
     from cake_agents.experiment import ArmRun, markdown, run_experiment

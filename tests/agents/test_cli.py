@@ -34,6 +34,9 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "give a TASK" in r.output
     r = CliRunner().invoke(main, ["evolve", "gemm_bf16", "--gates", "sim,nope"])
     assert r.exit_code == 2 and "unknown gate" in r.output
+    r = CliRunner().invoke(main, ["experiment", "gemm_bf16", "--arms", "cake", "--gates",
+                                  "static,nope"])
+    assert r.exit_code == 2 and "unknown gate(s) nope" in r.output
     r = CliRunner().invoke(main, ["runs", "list", "--run-dir", str(tmp_path / "none")])
     assert r.exit_code == 2 and "no runs store" in r.output
 
