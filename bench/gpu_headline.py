@@ -29,9 +29,10 @@ from cake_core.run.protocol import TimingConfig
 GEMM_TASK = "gemm_bf16"
 KMEANS_TASK = "kmeans_assign"
 GEMM_EXAMPLES = ("examples/gemm_sm90.cake", "examples/gemm_sm90_tma_epilogue.cake",
-                 "examples/gemm_sm90_cluster.cake")
+                 "examples/gemm_sm90_cluster.cake", "examples/gemm_sm90_persistent.cake")
 KMEANS_EXAMPLES = ("examples/kmeans_assign_sm90.cake", "examples/kmeans_assign_sm90_dbuf.cake",
-                   "examples/kmeans_assign_sm90_pingpong.cake")
+                   "examples/kmeans_assign_sm90_pingpong.cake",
+                   "examples/kmeans_assign_sm90_pingpong128.cake")
 GEMM_SHAPES: tuple[dict[str, int], ...] = ({"M": 4096, "N": 4096, "K": 4096},
                                            {"M": 8192, "N": 8192, "K": 8192})
 KMEANS_SHAPE = {"B": 32, "N": 65536, "K": 1024}
