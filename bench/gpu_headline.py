@@ -29,7 +29,8 @@ from cake_core.run.protocol import TimingConfig
 GEMM_TASK = "gemm_bf16"
 KMEANS_TASK = "kmeans_assign"
 GEMM_EXAMPLES = ("examples/gemm_sm90.cake", "examples/gemm_sm90_tma_epilogue.cake",
-                 "examples/gemm_sm90_cluster.cake", "examples/gemm_sm90_persistent.cake")
+                 "examples/gemm_sm90_cluster.cake", "examples/gemm_sm90_persistent.cake",
+                 "examples/gemm_sm90_expert.cake")
 KMEANS_EXAMPLES = ("examples/kmeans_assign_sm90.cake", "examples/kmeans_assign_sm90_dbuf.cake",
                    "examples/kmeans_assign_sm90_pingpong.cake",
                    "examples/kmeans_assign_sm90_pingpong128.cake")

@@ -17,7 +17,10 @@ block, not once per tile, and a producer role that runs ahead fills the next til
 pipeline while the consumers finish the current one.
 
 A tile loop is recognised by its bounds: a loop at the top of the kernel or of a role
-whose start depends on the block index and whose step is the number of blocks.
+whose start depends on the block index and whose step is the number of blocks, or, in a
+kernel launched in clusters, the number of clusters: the blocks of a cluster walk the same
+cluster tiles (`range(block.x // 2, PAIRS, clusters)`), each computing its own part of
+one, so every block still computes one unit of the virtual grid per iteration.
 """
 
 from __future__ import annotations
@@ -44,9 +47,11 @@ class TileLoops:
     start: SymExpr
     """The first tile index of a block (a function of the block index)."""
     step: int
+    """The number of blocks sharing out the tiles (the launched grid)."""
     tiles: int
     """Tile-loop iterations over all blocks: the size of the virtual grid."""
     grid: tuple[int, int, int]
+    cluster: tuple[int, int, int] = (1, 1, 1)
 
 
 def _block_dependent(expr: SymExpr) -> bool:
@@ -63,14 +68,20 @@ def _block_dependent(expr: SymExpr) -> bool:
     return False
 
 
-def _block_env(n: int, grid: tuple[int, int, int]) -> dict[str, Any]:
-    """block.x/y/z of the first `n` blocks, launched x fastest."""
+def _block_env(n: int, grid: tuple[int, int, int],
+               cluster: tuple[int, int, int] = (1, 1, 1)) -> dict[str, Any]:
+    """block.x/y/z of the first `n` blocks, launched x fastest, and each block's place in
+    its cluster (cluster.x/y/z, cluster.rank: x fastest, as %cluster_ctarank counts)."""
     import numpy as np  # start-up: only persistent kernels need numpy (~40 ms)
 
     gx, gy, _gz = grid
+    cx, cy, cz = (max(1, c) for c in cluster)
     b = np.arange(n, dtype=np.int64)
-    return {"block.x": b % max(1, gx), "block.y": (b // max(1, gx)) % max(1, gy),
-            "block.z": b // max(1, gx * gy)}
+    bx, by, bz = b % max(1, gx), (b // max(1, gx)) % max(1, gy), b // max(1, gx * gy)
+    rx, ry, rz = bx % cx, by % cy, bz % cz
+    return {"block.x": bx, "block.y": by, "block.z": bz,
+            "cluster.x": rx, "cluster.y": ry, "cluster.z": rz,
+            "cluster.rank": rx + cx * (ry + cy * rz)}
 
 
 def find_tile_loops(kernel: Kernel, env: Mapping[str, int],
@@ -81,6 +92,11 @@ def find_tile_loops(kernel: Kernel, env: Mapping[str, int],
     blocks = math.prod(grid) if grid else 1
     if blocks < 2:
         return None  # one block looping over everything is a plain loop
+    cx, cy, cz = (*kernel.cluster, 1, 1, 1)[:3]
+    c3 = (cx, cy, cz)
+    cblocks = math.prod(c3)
+    strides = {blocks} | ({blocks // cblocks} if cblocks > 1 and blocks % cblocks == 0
+                          else set())
     bodies = [kernel.body, *(r.body for r in kernel.roles.values())]
     found: list[ForOp] = []
     for body in bodies:
@@ -91,11 +107,11 @@ def find_tile_loops(kernel: Kernel, env: Mapping[str, int],
                 step = evaluate(n.step, env)
             except (MissingDimError, ZeroDivisionError):
                 continue
-            if step == blocks:
+            if step in strides:
                 found.append(n)
     if not found:
         return None
-    benv = {**env, **_block_env(blocks, g3)}
+    benv = {**env, **_block_env(blocks, g3, c3)}
     counts = set()
     for loop in found:
         try:
@@ -106,7 +122,7 @@ def find_tile_loops(kernel: Kernel, env: Mapping[str, int],
     if len(counts) != 1:
         return None
     return TileLoops(frozenset(id(n) for n in found), frozenset(n.var.name for n in found),
-                     found[0].start, blocks, counts.pop(), g3)
+                     found[0].start, blocks, counts.pop(), g3, c3)
 
 
 def _total(trips: Any, blocks: int) -> int:
@@ -125,7 +141,7 @@ def distinct_tiles(coords: tuple[SymExpr, ...], tiles: TileLoops, concurrent: in
     if not coords or concurrent < 1:
         return None
     n = min(concurrent, tiles.step)
-    benv: dict[str, Any] = {**env, **_block_env(n, tiles.grid)}
+    benv: dict[str, Any] = {**env, **_block_env(n, tiles.grid, tiles.cluster)}
     try:
         first = evaluate_array(tiles.start, benv)
         for name in tiles.var_names:

@@ -218,7 +218,7 @@ def _dim_warnings(kernel: Kernel, env: dict[str, int]) -> list[str]:
             out.append(f"{name}={v} exceeds the declared max={d.max}")
         if d.multiple_of > 1 and v % d.multiple_of:
             out.append(f"{name}={v} is not a multiple of {d.multiple_of} as declared")
-    unknown = sorted(set(env) - set(kernel.dims))
+    unknown = sorted(set(env) - set(kernel.dims) - {SM_COUNT})  # the GPU's, never declared
     if unknown:
         out.append(f"unused dims: {', '.join(unknown)}")
     return out

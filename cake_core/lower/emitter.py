@@ -126,8 +126,9 @@ def c_identifier(name: str, taken: set[str] | frozenset[str] = frozenset()) -> s
     ident = re.sub(r"\W", "_", name)
     if not ident or ident[0].isdigit():
         ident = "v_" + ident
-    while ident in CPP_RESERVED or keyword.iskeyword(ident) or ident in taken \
-            or ident.startswith("cake_") or ident.startswith("__"):
+    if ident.startswith(("cake_", "__")):
+        ident = "u_" + ident  # the prelude's names and the compiler's; a suffix cannot help
+    while ident in CPP_RESERVED or keyword.iskeyword(ident) or ident in taken:
         ident = ident + "_"
     return ident
 

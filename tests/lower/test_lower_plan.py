@@ -9,7 +9,7 @@ import pytest
 from cake_core.check import check_text
 from cake_core.elab.bindings import bindings_of
 from cake_core.lower import lower_source
-from cake_core.lower.emitter import Emitter
+from cake_core.lower.emitter import Emitter, c_identifier
 from cake_core.lower.layouts import COL, ROW
 from cake_core.lower.plan import build_plan
 from cake_core.source import SourceFile
@@ -100,3 +100,13 @@ def test_emitter_maps_lines_only_where_the_count_drifts() -> None:
     assert out[0] == '#line 5 "k.cake"' and out[1] == "int a = 0;" and out[2] == "int b = 0;"
     assert out[4] == '#line 6 "k.cake"' and out[5] == "int c = 0;"
     assert out[6] == '#line 8 "k.cu"' and out[7] == "helper();"
+
+
+def test_names_the_prelude_or_the_compiler_reserve_get_a_prefix_not_a_hang() -> None:
+    # A suffix never stops a name from starting with `cake_` or `__`: appending one
+    # looped forever on the expert GEMM's `__pair...` temporaries.
+    assert c_identifier("cake_mbar") == "u_cake_mbar"
+    assert c_identifier("__pair_x") == "u___pair_x"
+    assert c_identifier("__pair_x", {"u___pair_x"}) == "u___pair_x_"
+    assert c_identifier("int") == "int_"
+    assert c_identifier("acc") == "acc"
