@@ -49,8 +49,10 @@ def gemm_fp8_sm90(A: Tensor[e4m3, (M, K)], B: Tensor[e4m3, (N, K)],
             s = ab.wait()
             blk = fragment(f32, (BM, BN), layout=wgmma_acc)
             wgmma(blk, sa[s], sb[s].T)
-            wgmma_wait(0)
+            # The scales are read while the tensor cores run: the row scales from the
+            # stage, B's block scale from global memory (L2).
             scale = unsqueeze(load(ss[s]), 1) * load(SB.tile((1, 1), (block.y, k)))
+            wgmma_wait(0)
             ab.release()
             acc = fma(blk, scale, acc)
 
