@@ -114,3 +114,33 @@ def test_compiles_without_spills(tmp_path: Path) -> None:
     (k,) = rep.kernels
     r = k.resources
     assert r is not None and (r.spill_stores, r.spill_loads, r.stack) == (0, 0, 0)
+
+
+# --- the grouped (MoE, masked layout) variant ------------------------------------------
+GROUPED = ROOT / "examples" / "grouped_gemm_sm90.cake"
+GROUPED_TASK = ROOT / "examples" / "tasks" / "grouped_gemm.py"
+GROUPED_RAGGED = {"G": 3, "MX": 196, "N": 144, "K": 208}
+
+
+def _simulate_grouped(text: str) -> bool:
+    sk = SimKernel.from_text(text, "examples/grouped_gemm_sm90.cake", "grouped_gemm_sm90")
+    report = run_task(load_task(GROUPED_TASK), sk, shapes=[GROUPED_RAGGED], n_schedules=2)
+    (shape,) = report.shapes
+    assert shape.error is None, shape.error
+    return shape.passed
+
+
+def test_grouped_example_matches_the_reference_per_expert() -> None:
+    text = GROUPED.read_text(encoding="utf-8")
+    assert check_text(text, "examples/grouped_gemm_sm90.cake").diagnostics == []
+    assert _simulate_grouped(text)
+
+
+def test_grouped_example_with_one_experts_scales_fails() -> None:
+    """Every expert reading expert 0's B scales must fail: the test sees the per-expert
+    scale rows, not only the per-expert operands."""
+    text = GROUPED.read_text(encoding="utf-8")
+    row = "block.z * cdiv(N, BN) + block.y"
+    assert row in text
+    assert not _simulate_grouped(text.replace(row, "block.y"))
+
