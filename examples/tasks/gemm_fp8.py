@@ -16,7 +16,7 @@ import numpy as np
 
 from cake_core.ir.types import DType
 from cake_core.sim.dtypes import fp8_bits, fp8_value
-from cake_core.tasks import KernelEntry, Shape, Task, Tolerance, as_dtype
+from cake_core.tasks import Dims, KernelEntry, Shape, Task, Tolerance, as_dtype
 
 G = 128
 """The scaling granularity along K (and along N for B)."""
@@ -44,7 +44,7 @@ def _quantise(x: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
     return vals.reshape(rb * rows, kb * G)[:r, :k], scale
 
 
-def inputs(dims, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def inputs(dims: Dims, rng: np.random.Generator) -> dict[str, np.ndarray]:
     m, n, k = dims["M"], dims["N"], dims["K"]
     # Activations vary by token and by channel group (outlier channels are why the
     # scales are fine-grained); weights are ~N(0, 1/K) so |C| stays of order 1.
@@ -64,7 +64,7 @@ def _exact_e4m3(x: np.ndarray) -> np.ndarray:
                      DType.E4M3).astype(np.float64)
 
 
-def reference(x: dict[str, np.ndarray], dims) -> dict[str, np.ndarray]:
+def reference(x: dict[str, np.ndarray], dims: Dims) -> dict[str, np.ndarray]:
     k = dims["K"]
     a, b = _exact_e4m3(x["A"]), _exact_e4m3(x["B"])
     kblock = np.arange(k) // G

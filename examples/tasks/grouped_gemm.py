@@ -18,7 +18,7 @@ import numpy as np
 
 from cake_core.ir.types import DType
 from cake_core.sim.dtypes import fp8_bits, fp8_value
-from cake_core.tasks import KernelEntry, Shape, Task, Tolerance, as_dtype
+from cake_core.tasks import Dims, KernelEntry, Shape, Task, Tolerance, as_dtype
 
 GB = 128
 """The scaling granularity along K (and along N for B)."""
@@ -45,7 +45,7 @@ def _quantise(x: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
     return q.reshape(rb * rows, kb * GB)[:r, :k], scale
 
 
-def inputs(dims, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def inputs(dims: Dims, rng: np.random.Generator) -> dict[str, np.ndarray]:
     g, mx, n, k = dims["G"], dims["MX"], dims["N"], dims["K"]
     counts = rng.integers(0, mx + 1, g)
     a_all, sa_all, b_all, sb_all = [], [], [], []
@@ -64,7 +64,7 @@ def inputs(dims, rng: np.random.Generator) -> dict[str, np.ndarray]:
             "SB": np.ascontiguousarray(np.concatenate(sb_all, axis=0))}
 
 
-def reference(x: dict[str, np.ndarray], dims) -> dict[str, np.ndarray]:
+def reference(x: dict[str, np.ndarray], dims: Dims) -> dict[str, np.ndarray]:
     g, n, k = dims["G"], dims["N"], dims["K"]
     nb = _cdiv(n, GB)
     kblock = np.arange(k) // GB
