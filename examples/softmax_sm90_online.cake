@@ -33,8 +33,7 @@ def softmax_sm90_online(X: Tensor[bf16, (M, N)], Y: Tensor[bf16, (M, N)]):
         mx = row_max(x)
         mn = maximum(m, mx)
         l = l * exp2(m - mn) + row_sum(exp2(x - unsqueeze(mn, 1)))
-        # the carried max is updated by an op, not by `m = mn`: a bare rebinding of a
-        # loop-carried name is not carried to the next iteration
+        # the carried max is the result of an op: `m = mn` would not carry it (CK332)
         m = maximum(m, mx)
     inv = 1.0 / l
     for j in range(N // NC):
