@@ -306,6 +306,11 @@ TILE_LOOP_STRIDE = _builtin(
     "A persistent tile loop `range(block.x, tiles, S)` whose step is not the launched grid "
     "extent, so some tiles are skipped or computed twice.",
     fix=FixAvailability.SOMETIMES)
+# CK332: loop-carried fragments (cake_core/elab/kernel_builder.py)
+CARRIED_ALIAS = _builtin(
+    "CK332", "carried-alias",
+    "A loop-carried fragment is rebound to another value by name inside the loop, so the "
+    "update is not carried to the next iteration.")
 
 # --- CK4xx: layouts and memory access (cake_core/verify/layout.py, bounds.py) --------------
 SWIZZLE_ROW_MISMATCH = _builtin(

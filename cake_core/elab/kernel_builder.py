@@ -53,6 +53,7 @@ class KernelBuilder:
         self.loops: list[ForOp] = []
         self.elected: IfOp | None = None  # the `with elect_one():` block being built
         self.loop_defs: list[set[str]] = []
+        self.loop_asts: list[ast.For] = []  # the loops being built, innermost last (CK332)
         self.kernel: Kernel | None = None
         self.arch: ArchSpec | None = None
         self.pipelines: dict[str, Span] = {}
@@ -139,6 +140,7 @@ class KernelBuilder:
         if isinstance(s, ast.Assign):
             flat = _target_names(s.targets[0]) if len(s.targets) == 1 else ()
             value = self.ev.expr(s.value, targets=flat)
+            self._check_carried_alias(s, value)
             for t in s.targets:
                 self.ev.bind(t, value, scope=self.scope, stmt=s)
         elif isinstance(s, ast.AugAssign):
@@ -203,10 +205,44 @@ class KernelBuilder:
         self.blocks.append(loop.body)
         self.loops.append(loop)
         self.loop_defs.append(set())
+        self.loop_asts.append(s)
         self._stmts(s.body)
+        self.loop_asts.pop()
         self.loop_defs.pop()
         self.loops.pop()
         self.blocks.pop()
+
+    def _check_carried_alias(self, s: ast.Assign, value: Value) -> None:
+        """CK332: `m = mn` inside a loop, `m` a fragment from before the loop and read in it.
+
+        A bare name on the right makes `m` another name for `mn`'s registers; no operation
+        writes `m`'s own, so the next iteration reads the value `m` had before the loop.
+        Only an operation whose result is named `m` carries the update.
+        """
+        if not self.loop_asts or len(s.targets) != 1:
+            return
+        target, src = s.targets[0], s.value
+        if not (isinstance(target, ast.Name) and isinstance(src, ast.Name)) or \
+                target.id == src.id:
+            return
+        name = target.id
+        old = self.scope.get(name)
+        if old is None or not isinstance(old.type, FragmentType) or \
+                not isinstance(value.type, FragmentType) or \
+                any(name in d for d in self.loop_defs):
+            return
+        loop = self.loop_asts[-1]
+        written = {id(t) for st in loop.body for n in ast.walk(st)
+                   if isinstance(n, ast.Assign) for t in n.targets}
+        if not any(isinstance(n, ast.Name) and n.id == name and id(n) not in written
+                   for st in loop.body for n in ast.walk(st)):
+            return  # only read after the loop: the last iteration's value is what is meant
+        self.diags.append(codes.CARRIED_ALIAS.at(
+            s.span, f"`{name} = {src.id}` only renames `{src.id}`: no operation writes "
+            f"`{name}`, so the next iteration of this loop still reads the `{name}` from "
+            f"before it; compute the update with an operation whose result is `{name}` "
+            f"(e.g. `{name} = maximum({name}, ...)`, `{name} = {src.id} + 0.0`)",
+            related=[Related(old.span, f"`{name}` is defined before the loop here")]))
 
     def _detached(self, stmts: tuple[ast.Stmt, ...], *, loop: ForOp | None = None,
                   outside_role: bool = False) -> None:

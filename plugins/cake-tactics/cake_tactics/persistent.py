@@ -189,8 +189,18 @@ def _coords(plan: Persistent, order: str, tile: str, names: dict[str, str]) -> l
 
 
 def _paren(text: str) -> str:
-    return text if text.replace("_", "").replace(".", "").isalnum() or (
-        text.endswith(")") and text.split("(", 1)[0].isidentifier()) else f"({text})"
+    """`text` as one operand: a name, or one call whose `(` closes at the very end (not
+    `cdiv(a, b) * cdiv(c, d)`, which a `//` in front would split), else parenthesised."""
+    if text.replace("_", "").replace(".", "").isalnum():
+        return text
+    head = text.split("(", 1)[0]
+    if head.isidentifier() and text.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(text):
+            depth += (ch == "(") - (ch == ")")
+            if depth == 0 and ch == ")":
+                return text if i == len(text) - 1 else f"({text})"
+    return f"({text})"
 
 
 def _render(plan: Persistent, source: SourceFile, order: str,

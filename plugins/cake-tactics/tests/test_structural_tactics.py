@@ -224,3 +224,19 @@ def test_structural_rewrites_lower_to_cuda(tactic: Tactic, path: Path) -> None:
     _, new, _ = _rewrite(tactic, path)
     low = lower_source(SourceFile(new, path.name))
     assert low.ok, [d.message for d in low.diagnostics]
+
+
+
+def test_persistent_tiles_on_a_3d_grid_divides_by_both_extents() -> None:
+    # The z coordinate divides by the product of the x and y extents: written without
+    # parentheses (`t // cdiv(MX, BM) * cdiv(N, BN)`) it skipped most tiles, which only
+    # the emulated rewrite showed (C left unwritten).
+    from tactics_support import ROOT, offered_variants
+
+    path = ROOT / "examples" / "grouped_gemm_sm90.cake"
+    variants = list(offered_variants(PERSISTENT_TILES, path))
+    assert variants
+    for v in variants:
+        z = [ln.strip() for ln in v.text.splitlines() if ln.strip().startswith("tile_z =")]
+        both = ("// (cdiv(MX, BM) * cdiv(N, BN))", "// (cdiv(N, BN) * cdiv(MX, BM))")
+        assert z and all(ln.endswith(both) for ln in z), z

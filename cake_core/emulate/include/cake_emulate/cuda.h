@@ -156,6 +156,8 @@ inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline float __expf(float x) { return std::exp(x); }
 inline float __logf(float x) { return std::log(x); }
 inline float __fdividef(float a, float b) { return a / b; }
+// CUDA's rsqrtf has no host counterpart in <cmath>; the exact value stands in for MUFU.RSQ
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 using std::isinf;
 using std::isnan;
 // CUDA's integer min/max (host and device): index arithmetic folds `min(a, b)` to them

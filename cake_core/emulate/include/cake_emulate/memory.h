@@ -15,6 +15,12 @@ inline uint32_t smem_addr(const void* p) {
 }
 
 inline bool in_smem(const void* p) {
+  // A pointer into a registered tensor is global memory, however close the host heap put it
+  // to the block's shared memory: a 1-D global tile is read through the generic helpers.
+  const auto lo = reinterpret_cast<uintptr_t>(p);
+  for (const Buffer& g : g_buffers) {
+    if (lo >= g.lo && lo < g.hi) return false;
+  }
   Block& b = blk();
   const auto* c = static_cast<const unsigned char*>(p);
   return c >= b.smem - (1u << 20) && c < b.smem + b.smem_bytes + (1u << 20);
