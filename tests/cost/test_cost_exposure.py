@@ -172,7 +172,9 @@ def test_every_op_is_priced_by_the_product_of_its_loops_trip_counts(path: Path) 
     gpu = H200 if k.arch == "sm_90a" else None
     p = profile(k, dims, gpu)
     expected = _expected_execs(k, p)
-    assert len(p.ops) == len(expected)
+    # an op in a loop of no trips at these dims (softmax_sm90_online's `range(1, N // NC)`
+    # at N = NC) is listed with no executions; the visit above never reaches it
+    assert {id(w.op) for w in p.ops if w.execs} == {i for i, e in expected.items() if e}
     for w in p.ops:
         assert w.execs == pytest.approx(expected.get(id(w.op), 0.0)), (
             path.name, w.line + 1, w.op.prim.key)
