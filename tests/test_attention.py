@@ -61,3 +61,62 @@ def test_nvcc_builds_it_without_spills() -> None:
     assert out.exit_code == 0, out.output
     assert "spills 0 B stores / 0 B loads" in out.output, out.output
     assert "CK604" not in out.output, out.output
+
+
+# --- hazards of the two GEMMs: O rescaled in flight (CK306), P overwritten in flight (CK328) --
+def _codes(text: str) -> list[tuple[str, int]]:
+    return [(d.code, d.span.start.line + 1)
+            for d in check_text(text, "attention.cake").diagnostics]
+
+
+def _line(text: str, needle: str) -> int:
+    return next(i for i, t in enumerate(text.splitlines(), 1) if needle in t)
+
+
+PV = '''            wgmma(o, cast(p, bf16), sv[st].T)
+            wgmma_wait(0)
+'''
+
+
+def test_rescaling_o_while_p_at_v_is_in_flight_is_ck306() -> None:
+    """The accumulator rule covers the rescale: `o * alpha` reads the registers the wgmma
+    still writes."""
+    text = EXAMPLE.read_text(encoding="utf-8")
+    bad = text.replace("            o = o * unsqueeze(alpha, 1)         # the previous P @ V has "
+                       "been waited for\n" + PV,
+                       "            wgmma(o, cast(p, bf16), sv[st].T)\n"
+                       "            o = o * unsqueeze(alpha, 1)\n"
+                       "            wgmma_wait(0)\n")
+    assert bad != text
+    assert _codes(bad) == [("CK306", _line(bad, "o = o * unsqueeze(alpha, 1)"))]
+
+
+def test_rescaling_o_on_the_next_iteration_before_the_wait_is_ck306() -> None:
+    """Without the wait in the loop, the stage release and the rescale of the next key tile
+    both race with P @ V; one CK306 names the first of them."""
+    text = EXAMPLE.read_text(encoding="utf-8")
+    bad = text.replace(PV, "            wgmma(o, cast(p, bf16), sv[st].T)\n").replace(
+        "        o = o / unsqueeze(l, 1)", "        wgmma_wait(0)\n        o = o / unsqueeze(l, 1)")
+    assert [c for c, _ in _codes(bad)] == ["CK306"]
+
+
+def test_overwriting_p_while_p_at_v_is_in_flight_is_ck328() -> None:
+    text = EXAMPLE.read_text(encoding="utf-8")
+    bad = text.replace(PV, "            pb = cast(p, bf16)\n"
+                           "            wgmma(o, pb, sv[st].T)\n"
+                           "            pb = cast(s, bf16)\n"
+                           "            wgmma_wait(0)\n")
+    assert _codes(bad) == [("CK328", _line(bad, "pb = cast(s, bf16)"))]
+    [d] = check_text(bad, "attention.cake").diagnostics
+    from cake_core.diagnostics.model import apply_edits
+    fixed = apply_edits(bad, d.fixes[0].edits)
+    assert _codes(fixed) == []
+
+
+def test_reading_p_while_p_at_v_is_in_flight_is_fine() -> None:
+    text = EXAMPLE.read_text(encoding="utf-8")
+    ok = text.replace(PV, "            pb = cast(p, bf16)\n"
+                          "            wgmma(o, pb, sv[st].T)\n"
+                          "            q = pb * 2.0\n"
+                          "            wgmma_wait(0)\n")
+    assert _codes(ok) == []

@@ -123,3 +123,16 @@ def test_the_emulated_lowering_matches_numpy(tmp_path: Path) -> None:
                         emulate_seed=0)
     outcome = bench(path, None, TASK, opts)
     assert outcome.passed, outcome.report.to_json({})
+
+
+def test_the_simulator_reports_an_operand_rebound_in_flight() -> None:
+    """The register A operand is read at issue in the simulator, but the hardware reads
+    the registers until the wait: re-binding the name before it is a dynamic CK506."""
+    bad = CHAIN.replace("        wgmma(y, p, s2.T)\n        wgmma_wait(0)\n",
+                        "        wgmma(y, p, s2.T)\n        p = cast(h * 2.0, bf16)\n"
+                        "        wgmma_wait(0)\n")
+    assert bad != CHAIN
+    report = run_task(TASK, SimKernel.from_text(bad, "chain.cake"), n_schedules=1)
+    assert "CK506" in {d.code for d in report.diagnostics}
+    ok = run_task(TASK, SimKernel.from_text(CHAIN, "chain.cake"), n_schedules=1)
+    assert ok.diagnostics == []
