@@ -12,7 +12,7 @@ Design:
   loaded once (one raw mbarrier) and stays in shared memory as D // DK = 2 slabs of DK = 64
   columns (one 128-byte swizzle span per row).
 - A producer warpgroup streams K tiles (BN keys x D) and Vt tiles (D x BN keys) through a
-  2-stage pipeline.
+  3-stage pipeline (two would leave the consumers waiting on TMA latency).
 - Two consumer warpgroups own 64 query rows each.  Per key tile: S = Q @ K.T (wgmma from
   shared memory, f32), the online softmax in registers (running row max m and row sum l,
   one exp2 per element with log2(e) * scale folded into one fma), the O accumulator
@@ -24,7 +24,7 @@ Design:
 
 BM, BN = 128, 64
 D, DK = 128, 64
-STAGES = 2
+STAGES = 3
 # log2(e) / sqrt(D): the softmax scale folded into the exp2 argument
 SCALE_LOG2 = 0.12751743074602467
 

@@ -18,22 +18,28 @@ from cake_core.tasks import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "attention_fwd_sm90.cake"
+PINGPONG = ROOT / "examples" / "attention_fwd_sm90_pingpong.cake"
+BOTH = [pytest.param(EXAMPLE, id="attention_fwd_sm90"),
+        pytest.param(PINGPONG, id="attention_fwd_sm90_pingpong")]
 
 
-def test_it_checks_clean() -> None:
-    assert check_text(EXAMPLE.read_text(encoding="utf-8"), str(EXAMPLE)).diagnostics == []
+@pytest.mark.parametrize("path", BOTH)
+def test_it_checks_clean(path: Path) -> None:
+    assert check_text(path.read_text(encoding="utf-8"), str(path)).diagnostics == []
 
 
 def test_p_stays_in_registers_as_the_a_operand() -> None:
     """The second GEMM's A is the bf16 cast of the softmax numerators, not a buffer."""
-    text = EXAMPLE.read_text(encoding="utf-8")
-    assert "wgmma(o, cast(p, bf16), sv[st].T)" in text
-    assert "exp2(fma(s, SCALE_LOG2, -unsqueeze(ms, 1)))" in text   # scale folded in one fma
+    for path in (EXAMPLE, PINGPONG):
+        text = path.read_text(encoding="utf-8")
+        assert "wgmma(o, cast(p, bf16), sv[st].T)" in text
+        assert "exp2(fma(s, SCALE_LOG2, -unsqueeze(ms, 1)))" in text   # one fma per element
 
 
-def test_the_simulator_matches_the_reference() -> None:
+@pytest.mark.parametrize("path", BOTH)
+def test_the_simulator_matches_the_reference(path: Path) -> None:
     task = load_task("attention_fwd")
-    report = run_task(task, SimKernel.from_file(EXAMPLE, "attention_fwd_sm90"), n_schedules=2)
+    report = run_task(task, SimKernel.from_file(path, path.stem), n_schedules=2)
     assert report.passed, [(s.dims, s.error) for s in report.shapes]
     assert len(report.shapes) == 2
 
@@ -48,16 +54,18 @@ def test_a_wrong_rescale_is_caught_by_the_reference() -> None:
 
 
 @pytest.mark.skipif(not host_compiler_present(), reason="needs a host C++ compiler")
-def test_the_emulated_lowering_matches_the_reference() -> None:
-    out = CliRunner().invoke(main, ["run", str(EXAMPLE), "--task", "attention_fwd",
+@pytest.mark.parametrize("path", BOTH)
+def test_the_emulated_lowering_matches_the_reference(path: Path) -> None:
+    out = CliRunner().invoke(main, ["run", str(path), "--task", "attention_fwd",
                                     "--emulate"])
     assert out.exit_code == 0, out.output
     assert "2/2 shapes correct" in out.output
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-def test_nvcc_builds_it_without_spills() -> None:
-    out = CliRunner().invoke(main, ["compile", str(EXAMPLE)])
+@pytest.mark.parametrize("path", BOTH)
+def test_nvcc_builds_it_without_spills(path: Path) -> None:
+    out = CliRunner().invoke(main, ["compile", str(path)])
     assert out.exit_code == 0, out.output
     assert "spills 0 B stores / 0 B loads" in out.output, out.output
     assert "CK604" not in out.output, out.output

@@ -34,7 +34,8 @@ def reference(x: dict[str, np.ndarray], dims) -> dict[str, np.ndarray]:
 TASK = Task(
     name="attention_fwd",
     description=__doc__.strip().splitlines()[0],
-    kernels=(KernelEntry("../attention_fwd_sm90.cake", "attention_fwd_sm90"),),
+    kernels=(KernelEntry("../attention_fwd_sm90.cake", "attention_fwd_sm90"),
+             KernelEntry("../attention_fwd_sm90_pingpong.cake", "attention_fwd_sm90_pingpong")),
     inputs=inputs,
     reference=reference,
     outputs=("O",),
