@@ -54,7 +54,7 @@ def attention_fwd_sm90(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH, S, D)],
             kv.commit()
 
     with role("softmax", warps=range(4, 12), regs=232):
-        m = fragment(f32, (BM,), fill=-inf)     # running row max of the raw scores
+        m = fragment(f32, (BM,), fill=-inf)     # running row max, in exp2 units
         l = fragment(f32, (BM,))                # running row sum of exp2
         o = fragment(f32, (BM, D), layout=wgmma_acc)
         qready.wait(0)
@@ -65,11 +65,11 @@ def attention_fwd_sm90(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH, S, D)],
                 wgmma(s, sq[h], sk[st, h].T)
             wgmma_wait(0)
 
-            ms = maximum(m, row_max(s)) * SCALE_LOG2   # new row max, in exp2 units
+            ms = maximum(m, row_max(s) * SCALE_LOG2)   # the new row max
             p = exp2(fma(s, SCALE_LOG2, -unsqueeze(ms, 1)))
-            alpha = exp2(fma(m, SCALE_LOG2, -ms))       # 0 on the first tile (m = -inf)
+            alpha = exp2(m - ms)                # 0 on the first tile (m = -inf)
             l = fma(l, alpha, row_sum(p))
-            m = ms * (1.0 / SCALE_LOG2)
+            m = ms * 1.0                        # a new value (see docs/kernels/attention.md)
             o = o * unsqueeze(alpha, 1)         # the previous P @ V has been waited for
             wgmma(o, cast(p, bf16), sv[st].T)
             wgmma_wait(0)

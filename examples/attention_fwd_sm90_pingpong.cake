@@ -67,7 +67,7 @@ def attention_fwd_sm90_pingpong(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH
             p = exp2(fma(s, SCALE_LOG2, -unsqueeze(ms, 1)))
             alpha = exp2(m - ms)             # 0 on the first tile (m = -inf)
             l = fma(l, alpha, row_sum(p))
-            m = ms * 1.0
+            m = ms * 1.0                     # a new value (see docs/kernels/attention.md)
             o = o * unsqueeze(alpha, 1)
             wgmma(o, cast(p, bf16), sv[st].T)
         wgmma_wait(0)
@@ -95,7 +95,7 @@ def attention_fwd_sm90_pingpong(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH
             p = exp2(fma(s, SCALE_LOG2, -unsqueeze(ms, 1)))
             alpha = exp2(m - ms)             # 0 on the first tile (m = -inf)
             l = fma(l, alpha, row_sum(p))
-            m = ms * 1.0
+            m = ms * 1.0                     # a new value (see docs/kernels/attention.md)
             o = o * unsqueeze(alpha, 1)
             wgmma(o, cast(p, bf16), sv[st].T)
         wgmma_wait(0)
