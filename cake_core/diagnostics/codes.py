@@ -306,6 +306,12 @@ TILE_LOOP_STRIDE = _builtin(
     "A persistent tile loop `range(block.x, tiles, S)` whose step is not the launched grid "
     "extent, so some tiles are skipped or computed twice.",
     fix=FixAvailability.SOMETIMES)
+# CK328: register A operand of a wgmma in flight (cake_core/verify/local.py)
+WGMMA_REGISTER_OPERAND_OVERWRITTEN = _builtin(
+    "CK328", "wgmma-register-operand-overwritten",
+    "The A operand of a wgmma that reads it from registers is re-bound (its registers "
+    "overwritten) before a `wgmma_wait` covers that wgmma.",
+    fix=FixAvailability.ALWAYS)
 # CK332: loop-carried fragments (cake_core/elab/kernel_builder.py)
 CARRIED_ALIAS = _builtin(
     "CK332", "carried-alias",

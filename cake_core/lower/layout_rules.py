@@ -67,12 +67,26 @@ def fixed(t: Type, g: Group, span: Span, wgmma: bool = False) -> Dist | None:
             raise LowerError(span, f"an mma.sync accumulator must tile by (16, 8), not {shape}")
         return Dist(layouts.mma_acc(m, n), (ROW, COL))
     if t.layout == FragLayout.WGMMA_A:
-        raise LowerError(span, "wgmma A operands in registers (layout wgmma_a) are not "
-                         "lowered yet; read A from shared memory")
+        return wgmma_a(m, n, g, span)
     if t.layout in (FragLayout.MMA_A, FragLayout.MMA_B):
         kind = t.layout.value
         return Dist(layouts.mma_operand(kind, m, n), (ROW, COL))
     return None
+
+
+def wgmma_a(m: int, k: int, g: Group, span: Span) -> Dist:
+    """A wgmma A operand in registers: the accumulator layout of an (M, K) tile.
+
+    PTX ISA 9.7.15.5.2 gives the m64nNk16 A fragment (four .b32 registers of 16-bit pairs
+    per K step) the same (row, column) per register as the f32 accumulator of a 16-column
+    tile, so a `cast` of an accumulator feeds the next wgmma without any shuffle.
+    """
+    wgs = g.warpgroups
+    if not wgs or m % (64 * wgs) or k % 16:
+        raise LowerError(span, f"a wgmma A operand of shape ({m}, {k}) in registers needs "
+                         f"whole warpgroups with a multiple of 64 rows each and K a multiple "
+                         f"of 16; the group has {g.warps} warps")
+    return Dist(layouts.wgmma_acc(m, k, wgs), (ROW, COL))
 
 
 def declared(op: Op, ctx: LayoutContext) -> None:
@@ -96,8 +110,14 @@ def mma_accumulator(op: Op, ctx: LayoutContext) -> None:
 
 
 def wgmma_accumulator(op: Op, ctx: LayoutContext) -> None:
-    """wgmma: `acc` has the wgmma accumulator layout of the op's warpgroups."""
+    """wgmma: `acc` has the wgmma accumulator layout of the op's warpgroups, and an `a`
+    held in registers the A-fragment layout (the accumulator's, see `wgmma_a`)."""
     _accumulator(op, ctx, wgmma=True)
+    a = op.args["a"]
+    if isinstance(a.type, FragmentType):
+        shape = const_shape(a.type.shape)
+        if shape is not None and len(shape) == 2:
+            ctx.put(a, wgmma_a(shape[0], shape[1], ctx.group, op.span))
 
 
 def mma_operand(op: Op, ctx: LayoutContext) -> None:
@@ -175,4 +195,4 @@ def row_reduction(op: Op, ctx: LayoutContext) -> None:
 
 
 __all__ = ["WithLayouts", "declared", "elementwise", "fixed", "mma_accumulator", "mma_operand",
-           "row_reduction", "unsqueeze", "wgmma_accumulator", "with_layouts"]
+           "row_reduction", "unsqueeze", "wgmma_a", "wgmma_accumulator", "with_layouts"]

@@ -146,6 +146,13 @@ def _op(ctx: SimContext, op: Op) -> Generator[Blocked | None, None, None]:
         old = env.get(res[0].name)
         if isinstance(old, Fragment) and old.pending and old is not r:
             _rebound_in_flight(ctx, op, res[0].name)
+        elif isinstance(old, Fragment) and old.read_pending and old is not r:
+            ctx.report(codes.SIM_ASYNC_RESULT_READ, op.span,
+                       f"`{res[0].name}` is re-bound while a wgmma that reads it as its A "
+                       "operand from registers is still in flight; the tensor cores read "
+                       "those registers until a wait retires the group",
+                       notes=["retire the group first: a `wgmma_wait` that covers it before "
+                              "this line"])
         env[res[0].name] = r
     elif len(res) > 1:
         for v, x in zip(res, r, strict=True):

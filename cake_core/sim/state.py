@@ -50,6 +50,9 @@ class Fragment:
     dtype: DType
     pending: int = 0
     shadow: np.ndarray | None = None
+    read_pending: int = 0
+    """wgmma groups in flight that read this fragment as their A operand from registers:
+    re-binding its name meanwhile overwrites registers the tensor cores still read."""
 
 
 @dataclass(eq=False, slots=True)
@@ -241,6 +244,8 @@ class AsyncOp:
     done: bool = False
     target: Fragment | None = None
     """The accumulator a wgmma group writes (retired by wgmma_wait)."""
+    operand: Fragment | None = None
+    """The register A operand a wgmma group reads (released by wgmma_wait)."""
 
     @property
     def epoch(self) -> int:

@@ -66,6 +66,9 @@ class _Pending:
     """The accumulators it writes, by name: a name is one set of registers, whichever
     definition of it a use refers to (see `AgentRun.stage_of`)."""
     tokens: set[Token] = field(default_factory=set)
+    operands: set[str] = field(default_factory=set)
+    """The fragments it reads as A from registers, by name (CK328): the tensor cores read
+    those registers until a wait covers it, so they must keep their values."""
 
 
 @dataclass(slots=True)
@@ -377,8 +380,9 @@ class AgentRun:
                 tokens.update(self.region(v)[1])
             self.wgmma_n += 1
             self.wgmma_last = op
-            self.wgmma.append(_Pending(self.wgmma_n, op, regions,
-                                       {f.name for f in eff.frag_writes}, tokens))
+            writes = {f.name for f in eff.frag_writes}
+            operands = {f.name for f in eff.frag_reads} - writes
+            self.wgmma.append(_Pending(self.wgmma_n, op, regions, writes, tokens, operands))
             return
         if eff.async_group == "bulk_store":
             self.bulk_n += 1
@@ -392,6 +396,20 @@ class AgentRun:
                     self.wgmma_late(p, op, f"{verb} `{f.name}` while the wgmma on line "
                                     f"{p.op.span.start.line + 1} may still be writing it")
                     break
+                if f.name in p.operands and (id(f) in results or f in eff.frag_writes):
+                    self.operand_late(p, op, f.name)
+                    break
+
+    def operand_late(self, p: _Pending, op: Op, name: str) -> None:
+        """CK328: `name`, the register A operand of the wgmma `p`, is overwritten early."""
+        pending = len(self.wgmma) - self.wgmma.index(p) - 1
+        fix = Fix(f"wait for the wgmma first: `wgmma_wait({pending})`",
+                  (self.facts.insert_before(op.span, f"wgmma_wait({pending})"),))
+        self.once(("328", id(p.op), id(op)), codes.WGMMA_REGISTER_OPERAND_OVERWRITTEN.at(
+            op.span, f"overwrites `{name}` while the wgmma on line {p.op.span.start.line + 1} "
+            f"may still be reading it as its A operand from registers; the registers must "
+            f"keep their values until a `wgmma_wait` covers that wgmma",
+            related=[Related(p.op.span, "the wgmma still reading it")], fixes=[fix]))
 
     def wgmma_late(self, p: _Pending, op: Op, message: str) -> None:
         pending = len(self.wgmma) - self.wgmma.index(p) - 1

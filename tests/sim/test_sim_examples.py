@@ -28,12 +28,14 @@ EXAMPLES = [
     ("kmeans_assign", "examples/kmeans_assign_sm90.cake", "kmeans_assign_sm90"),
     ("kmeans_assign", "examples/kmeans_assign_sm90_dbuf.cake", "kmeans_assign_sm90_dbuf"),
     ("kmeans_assign", "examples/kmeans_assign_sm90_pingpong.cake", "kmeans_assign_sm90_pingpong"),
+    ("attention_fwd", "examples/attention_fwd_sm90.cake", "attention_fwd_sm90"),
+    ("attention_fwd", "examples/attention_fwd_sm90_pingpong.cake", "attention_fwd_sm90_pingpong"),
 ]
 
 
 def _ragged(dims: dict[str, int]) -> bool:
     """Whether some dim is not a multiple of the smallest tile the examples use for it."""
-    tiles = {"M": 64, "N": 32, "K": 64}
+    tiles = {"M": 64, "N": 32, "K": 64, "S": 128}   # S: the attention query tile
     return any(dims[d] % t for d, t in tiles.items() if d in dims)
 
 

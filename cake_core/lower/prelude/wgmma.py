@@ -25,6 +25,16 @@ __host__ __device__ __forceinline__ uint64_t cake_wgmma_desc(uint32_t addr, uint
        | (static_cast<uint64_t>((sbo & 0x3FFFFu) >> 4) << 32)
        | (static_cast<uint64_t>(mode) << 62);
 }
+// Two 16-bit elements as one .b32 register, the lower-indexed one in the low half: the
+// packing of a wgmma A operand held in registers (PTX ISA 9.7.15.5.2).
+__device__ __forceinline__ uint32_t cake_pack_16x2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+  return static_cast<uint32_t>(__bfloat16_as_ushort(lo)) |
+         (static_cast<uint32_t>(__bfloat16_as_ushort(hi)) << 16);
+}
+__device__ __forceinline__ uint32_t cake_pack_16x2(__half lo, __half hi) {
+  return static_cast<uint32_t>(__half_as_ushort(lo)) |
+         (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
+}
 #ifndef CAKE_EMULATE  // PTX instructions: the CPU runtime (cake_emulate.h) supplies these
 __device__ __forceinline__ void cake_wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -41,6 +51,10 @@ __device__ __forceinline__ void cake_wgmma_wait() {
 template <int N>
 __device__ __forceinline__ void cake_fence_regs(float (&r)[N]) {
   CAKE_FOR(i, N) asm volatile("" : "+f"(r[i]) :: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cake_fence_regs(uint32_t (&r)[N]) {
+  CAKE_FOR(i, N) asm volatile("" : "+r"(r[i]) :: "memory");
 }
 
 #endif  // CAKE_EMULATE
@@ -59,11 +73,13 @@ def wgmma_helper_name(n: int, dtype: DType) -> str:
 
 
 def wgmma_helper(n: int, dtype: DType) -> str:
-    """One `wgmma.mma_async` with both operands from smem descriptors, K-major.
+    """One `wgmma.mma_async` with both operands from smem descriptors, K-major, and for
+    16-bit inputs its twin with A from registers (`_rs`).
 
     Operand order (PTX ISA 9.7.15.5.2): d, a-desc, b-desc, scale-d, imm-scale-a,
     imm-scale-b[, imm-trans-a, imm-trans-b] (16-bit types only have the transpose flags;
-    0 = K-major).  scale-d 1 accumulates into d.
+    0 = K-major).  scale-d 1 accumulates into d.  With A in registers, `a` is a vector of
+    four .b32 registers and only imm-trans-b remains.
     """
     ptx, k = WGMMA_TYPES[dtype]
     regs = n // 2
@@ -81,6 +97,29 @@ __device__ __forceinline__ void {name}(float* d, uint64_t desc_a, uint64_t desc_
       "p, 1, 1{trans};\\n\\t}}"
       : {outs}
       : "l"(desc_a), "l"(desc_b), "r"(1));
+}}
+#endif
+""" + (_rs_helper(n, dtype) if k == 16 else "")
+
+
+def _rs_helper(n: int, dtype: DType) -> str:
+    ptx, k = WGMMA_TYPES[dtype]
+    regs = n // 2
+    d = ", ".join(f"%{i}" for i in range(regs))
+    a = ", ".join(f"%{regs + i}" for i in range(4))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    name = wgmma_helper_name(n, dtype) + "_rs"
+    return f"""
+#if !defined(CAKE_HELPER_{name.upper()}) && !defined(CAKE_EMULATE)
+#define CAKE_HELPER_{name.upper()}
+__device__ __forceinline__ void {name}(float* d, uint32_t a0, uint32_t a1, uint32_t a2,
+                                       uint32_t a3, uint64_t desc_b) {{
+  asm volatile(
+      "{{\\n\\t.reg .pred p;\\n\\tsetp.ne.b32 p, %{regs + 5}, 0;\\n\\t"
+      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} {{{d}}}, {{{a}}}, %{regs + 4}, "
+      "p, 1, 1, 0;\\n\\t}}"
+      : {outs}
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(1));
 }}
 #endif
 """

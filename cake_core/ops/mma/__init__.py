@@ -126,6 +126,15 @@ def _wgmma_rule(ctx: CallContext) -> Type:
                          "a")
     if not isinstance(ctx.type("b"), SmemType):
         return ctx.error(codes.TYPE_MISMATCH, "wgmma reads `b` from shared memory", "b")
+    if isinstance(a_t, FragmentType):
+        if a_t.dtype.bits != 16:
+            return ctx.error(codes.DTYPE_MISMATCH,
+                             f"wgmma takes `a` from registers for f16/bf16 only, not "
+                             f"{a_t.dtype.value}: stage it in shared memory", "a")
+        if a_t.layout not in (FragLayout.ROWS, FragLayout.WGMMA_A, FragLayout.WGMMA_ACC):
+            return ctx.error(codes.TYPE_MISMATCH,
+                             f"a wgmma A operand in registers has the wgmma_a layout (that of "
+                             f"a wgmma accumulator), not {a_t.layout.value}", "a")
     acc = ctx.type("acc")
     assert isinstance(acc, FragmentType)
     if acc.layout != FragLayout.WGMMA_ACC:

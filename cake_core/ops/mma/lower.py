@@ -7,6 +7,11 @@ fp8), with both operands read from shared memory through matrix descriptors, the
 the `.T` of an (N, K) row-major view) in a swizzled buffer whose rows are exactly one
 swizzle span: the canonical layout TMA writes.  `wgmma_wait(n)` is `wgmma.wait_group n`
 followed by a register fence on every accumulator of the role.
+
+An A operand in registers (a 16-bit fragment, typically `cast(s, bf16)` of an earlier
+accumulator) has the accumulator's layout (`layout_rules.wgmma_a`): K step `kk` of slab `m`
+is the eight elements from `m * K / 2 + 8 * kk`, packed pairwise (before the fence) into
+the four .b32 registers the instruction reads (PTX ISA 9.7.15.5.2, A fragment of m64nNk16).
 """
 
 from __future__ import annotations
@@ -84,15 +89,19 @@ def wgmma(op: Op, ctx: LowerContext) -> str:
     if acc.dist.parent.kind != "wgmma_acc" or not wgs:
         raise LowerError(op.span, "wgmma needs a wgmma_acc accumulator in whole warpgroups")
     a_t, b_t = op.args["a"].type, op.args["b"].type
-    if not isinstance(a_t, SmemType) or not isinstance(b_t, SmemType):
-        raise LowerError(op.span, "wgmma with A in registers is not lowered yet")
-    a_ref, a_span = _operand(ctx, op, "a", False)
+    if not isinstance(b_t, SmemType):
+        raise LowerError(op.span, "wgmma reads `b` from shared memory")
+    in_regs = not isinstance(a_t, SmemType)
     b_ref, b_span = _operand(ctx, op, "b", True)
-    dtype = a_t.dtype
+    dtype = b_t.dtype
     if dtype not in WGMMA_TYPES:
         raise LowerError(op.span, f"no wgmma for {dtype.value} inputs")
+    if in_regs and dtype.bits != 16:
+        raise LowerError(op.arg_spans.get("a", op.span),
+                         f"wgmma takes A from registers for 16-bit inputs only, not "
+                         f"{dtype.value}: stage it in shared memory")
     m, n = acc.shape
-    kdim = a_t.shape[1].const
+    kdim = a_t.shape[1].const  # type: ignore[attr-defined]
     if kdim is None:
         raise LowerError(op.span, "wgmma needs a constant K")
     kstep = WGMMA_TYPES[dtype][1]
@@ -108,17 +117,38 @@ def wgmma(op: Op, ctx: LowerContext) -> str:
     if sl:
         a_row = S.add(a_row, S.mul(cvar(sl), Const(64)))
     k_off: SymExpr = S.mul(cvar(kk), Const(kstep)) if kk else Const(0)
-    a_addr = "smem_u32 + " + ctx.smem_offset(a_ref, a_row, k_off, swizzled=False)
     b_addr = "smem_u32 + " + ctx.smem_offset(b_ref, Const(0), k_off, swizzled=False)
-    desc_a = f"cake_wgmma_desc({a_addr}, 16, {8 * a_span}, {DESC_MODE[a_span]})"
     desc_b = f"cake_wgmma_desc({b_addr}, 16, {8 * b_span}, {DESC_MODE[b_span]})"
+    pre = ""
+    if in_regs:
+        a_frag = ctx.frag(op, "a")
+        if a_frag.dist.parent.kind != "wgmma_acc" or a_frag.shape != (m, kdim):
+            raise LowerError(op.arg_spans.get("a", op.span),
+                             "a wgmma A operand in registers must have the wgmma A-fragment "
+                             "layout (that of a wgmma accumulator, e.g. a cast of one)")
+        # Pack every pair before the fence: conversions between the wgmmas of one group
+        # would make ptxas insert warpgroup.arrive and serialize them (C7515).
+        ra = ctx.loop_var("ra")
+        words = a_frag.size // 2
+        r = ctx.loop_var("r")
+        pre = (f"uint32_t {ra}[{words}]; CAKE_FOR({r}, {words}) {ra}[{r}] = "
+               f"cake_pack_16x2({a_frag.cname}[2 * {r}], {a_frag.cname}[2 * {r} + 1]); "
+               f"cake_fence_regs({ra}); ")
+        base = add(smul(sl, kdim // 4) if sl else "", smul(kk, 4) if kk else "") or "0"
+        a_arg = ", ".join(f"{ra}[{add(base, str(q))}]" for q in range(4))
+        helper += "_rs"
+    else:
+        a_ref, a_span = _operand(ctx, op, "a", False)
+        a_addr = "smem_u32 + " + ctx.smem_offset(a_ref, a_row, k_off, swizzled=False)
+        a_arg = f"cake_wgmma_desc({a_addr}, 16, {8 * a_span}, {DESC_MODE[a_span]})"
     d = f"&{acc.cname}[{smul(sl, n // 2)}]" if sl else acc.cname
     hdr = (f"CAKE_FOR({kk}, {ksteps}) " if kk else "") + (f"CAKE_FOR({sl}, {slabs}) " if sl else "")
     if acc not in ctx.wgmma_accs:
         ctx.wgmma_accs.append(acc)
-    return (f"cake_fence_regs({acc.cname}); cake_wgmma_fence(); "
-            f"{hdr}{helper}({d}, {desc_a}, {desc_b}); "
+    body = (f"{pre}cake_fence_regs({acc.cname}); cake_wgmma_fence(); "
+            f"{hdr}{helper}({d}, {a_arg}, {desc_b}); "
             "cake_wgmma_commit();")
+    return "{ " + body + " }" if pre else body
 
 
 def wgmma_wait(op: Op, ctx: LowerContext) -> str:

@@ -4,7 +4,9 @@ Inputs are rounded to the instruction's input format (bf16, f16 or fp8) and the 
 accumulate in float32.  A wgmma group reads its shared-memory operands and accumulates
 when the scheduler completes it, into the accumulator's shadow (the tensor cores' copy);
 the registers show the result only once `wgmma_wait` has retired every group writing
-them.  Reading the accumulator before that is a finding, and reads the old values.
+them.  Reading the accumulator before that is a finding, and reads the old values.  An A
+operand in registers is read at issue; re-binding its name before the wait that retires
+the group is a finding too (the hardware reads those registers until then).
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ def wgmma(op: Op, ctx: SimContext) -> None:
 
     g = ctx.issue("wgmma", ("wgmma",), op, complete)
     g.target = acc
+    if isinstance(a_src, Fragment):
+        a_src.read_pending += 1   # its registers must hold still until the wait
+        g.operand = a_src
     ctx.proc.wgmma.append(g)
 
 
@@ -66,6 +71,8 @@ def wgmma_wait(op: Op, ctx: SimContext) -> Blocked | None:
     if isinstance(r, Blocked):
         return r
     for g in r:
+        if g.operand is not None:
+            g.operand.read_pending -= 1
         acc = g.target
         if acc is not None:
             acc.pending -= 1

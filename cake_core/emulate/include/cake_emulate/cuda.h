@@ -146,6 +146,8 @@ inline float __half2float(__half h) { return static_cast<float>(h); }
 inline __half __float2half_rn(float f) { return __half(f); }
 inline float __bfloat162float(__nv_bfloat16 h) { return static_cast<float>(h); }
 inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
+inline unsigned short __half_as_ushort(__half h) { return h.__x; }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.__x; }
 
 // ---- math intrinsics (IEEE, round to nearest; the build passes -ffp-contract=off) -------
 inline float __fadd_rn(float a, float b) { return a + b; }

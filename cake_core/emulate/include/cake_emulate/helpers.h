@@ -194,13 +194,23 @@ inline void cake_wgmma_wait(CAKE_LOC) {
 }
 template <int N>
 inline void cake_fence_regs(float (&)[N]) {}
+template <int N>
+inline void cake_fence_regs(uint32_t (&)[N]) {}
 #define CAKE_EMU_WGMMA(N, K, NAME, KIND)                                                   \
   inline void cake_wgmma_m64n##N##k##K##_##NAME(float* d, uint64_t a, uint64_t b, CAKE_LOC) { \
     ::cake_emu::wgmma(d, a, b, N, KIND, ::cake_emu::at({CAKE_LOC_ARGS}));                  \
   }
+#define CAKE_EMU_WGMMA_RS(N, NAME, KIND)                                                    \
+  inline void cake_wgmma_m64n##N##k16_##NAME##_rs(float* d, uint32_t a0, uint32_t a1,        \
+                                                  uint32_t a2, uint32_t a3, uint64_t b,      \
+                                                  CAKE_LOC) {                                \
+    const uint32_t a[4] = {a0, a1, a2, a3};                                                 \
+    ::cake_emu::wgmma(d, 0, b, N, KIND, ::cake_emu::at({CAKE_LOC_ARGS}), a);                \
+  }
 #define CAKE_EMU_WGMMA_ALL(N)                                                               \
   CAKE_EMU_WGMMA(N, 16, bf16, 0) CAKE_EMU_WGMMA(N, 16, f16, 1)                              \
-  CAKE_EMU_WGMMA(N, 32, e4m3, 2) CAKE_EMU_WGMMA(N, 32, e5m2, 3)
+  CAKE_EMU_WGMMA(N, 32, e4m3, 2) CAKE_EMU_WGMMA(N, 32, e5m2, 3)                              \
+  CAKE_EMU_WGMMA_RS(N, bf16, 0) CAKE_EMU_WGMMA_RS(N, f16, 1)
 CAKE_EMU_WGMMA_ALL(8) CAKE_EMU_WGMMA_ALL(16) CAKE_EMU_WGMMA_ALL(24) CAKE_EMU_WGMMA_ALL(32)
 CAKE_EMU_WGMMA_ALL(40) CAKE_EMU_WGMMA_ALL(48) CAKE_EMU_WGMMA_ALL(56) CAKE_EMU_WGMMA_ALL(64)
 CAKE_EMU_WGMMA_ALL(72) CAKE_EMU_WGMMA_ALL(80) CAKE_EMU_WGMMA_ALL(88) CAKE_EMU_WGMMA_ALL(96)

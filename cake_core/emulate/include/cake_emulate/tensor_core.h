@@ -167,7 +167,7 @@ inline Coord wgmma_acc_coord(int t, int i) {
 // Run one warpgroup MMA: D (64 x N, f32) += A (64 x K) * B (N x K)^T, both K-major in smem.
 inline void wgmma_execute(Block& b, WgmmaOp& op) {
   const int eb = kind_bytes(op.kind), K = 32 / eb;
-  const Desc da = decode_desc(op.desc_a, op.loc), db = decode_desc(op.desc_b, op.loc);
+  const Desc da = op.a_regs ? Desc{} : decode_desc(op.desc_a, op.loc), db = decode_desc(op.desc_b, op.loc);
   std::vector<float> A(64 * K), B(static_cast<size_t>(op.n) * K);
   auto load = [&](const Desc& d, int rows, std::vector<float>& out) {
     for (int r = 0; r < rows; ++r) {
@@ -180,7 +180,23 @@ inline void wgmma_execute(Block& b, WgmmaOp& op) {
       }
     }
   };
-  load(da, 64, A);
+  if (op.a_regs) {
+    // A fragment (PTX ISA 9.7.15.5.2): element (row, k) of the 64x16 tile is half
+    // (k % 2) of register (2 * (k / 8) + (row % 16) / 8) of the thread whose accumulator
+    // of a 16-column tile holds that coordinate: warp row / 16, lane 4 * (row % 8) + (k % 8) / 2.
+    for (int r = 0; r < 64; ++r) {
+      for (int k = 0; k < K; ++k) {
+        const int t = 32 * (r / 16) + 4 * (r % 8) + (k % 8) / 2;
+        const uint32_t w = op.ra[t][2 * (k / 8) + (r % 16) / 8];
+        const uint16_t h = static_cast<uint16_t>(w >> (16 * (k % 2)));
+        unsigned char bytes[2];
+        std::memcpy(bytes, &h, 2);
+        A[static_cast<size_t>(r) * K + k] = elem_f32(bytes, op.kind);
+      }
+    }
+  } else {
+    load(da, 64, A);
+  }
   load(db, op.n, B);
   for (int t = 0; t < 128; ++t) {
     float* acc = op.acc[t];
@@ -204,7 +220,9 @@ inline Warpgroup& my_wg(Loc loc, const char* what) {
   return b.wgs[w];
 }
 
-inline void wgmma(float* d, uint64_t desc_a, uint64_t desc_b, int n, int kind, Loc loc) {
+// `a_regs`: this thread's four A registers when A comes from registers (desc_a unused).
+inline void wgmma(float* d, uint64_t desc_a, uint64_t desc_b, int n, int kind, Loc loc,
+                  const uint32_t* a_regs = nullptr) {
   Thread& t = cur();
   Warpgroup& wg = my_wg(loc, "wgmma");
   const uint64_t seq = t.wgmma_issued++;
@@ -212,10 +230,12 @@ inline void wgmma(float* d, uint64_t desc_a, uint64_t desc_b, int n, int kind, L
   if (it == wg.ops.end()) {
     WgmmaOp op;
     op.seq = seq; op.n = n; op.kind = kind; op.desc_a = desc_a; op.desc_b = desc_b; op.loc = loc;
+    op.a_regs = a_regs != nullptr;
     it = wg.ops.emplace(seq, op).first;
   } else {
     WgmmaOp& op = it->second;
-    if (op.n != n || op.kind != kind || op.desc_a != desc_a || op.desc_b != desc_b) {
+    if (op.n != n || op.kind != kind || op.desc_a != desc_a || op.desc_b != desc_b ||
+        op.a_regs != (a_regs != nullptr)) {
       fail("collective", fmt("threads of one warpgroup issued different wgmma (this one and "
                              "the one at %s): shape or descriptors differ", where(op.loc).c_str()),
            loc);
@@ -223,6 +243,7 @@ inline void wgmma(float* d, uint64_t desc_a, uint64_t desc_b, int n, int kind, L
   }
   WgmmaOp& op = it->second;
   op.acc[t.tid % 128] = d;
+  if (a_regs != nullptr) std::memcpy(op.ra[t.tid % 128], a_regs, sizeof op.ra[0]);
   ++op.issued;
   t.wgmma_open.push_back(seq);
   if ((g_launch->flags & EAGER) && op.issued == 128) wgmma_execute(blk(), op);
