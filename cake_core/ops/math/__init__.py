@@ -168,6 +168,15 @@ def _row_arg_rule(ctx: CallContext) -> Type:
                       FragmentType(DType.I32, x.shape[:1], FragLayout.ROWS)))
 
 
+def _index_rule(ctx: CallContext) -> Type:
+    x = ctx.type("x")
+    assert isinstance(x, FragmentType)
+    if len(x.shape) != 2:
+        return ctx.error(codes.SHAPE_MISMATCH, f"`{ctx.prim.name}` takes a 2-D fragment, not "
+                         f"{shape_str(x.shape)}", "x")
+    return FragmentType(DType.I32, x.shape, x.layout)
+
+
 _ELEMENTWISE = frozenset({Trait.THREAD_LOCAL, Trait.REGISTER_MATH, Trait.ELEMENTWISE})
 _REDUCTION = frozenset({Trait.THREAD_LOCAL, Trait.REGISTER_MATH, Trait.ROW_REDUCTION,
                         Trait.WARP_COLLECTIVE})
@@ -194,6 +203,18 @@ Ties resolve to the smallest column index, as numpy's {np} does.
 
 ```python
 best, idx = row_{short}(dist)
+```"""
+
+
+_INDEX = """The {what} index of every element of a 2-D fragment: an i32 fragment of its shape.
+
+Element (r, c) holds {{r, c}}[{axis}], in whatever registers the fragment's layout gives it, so
+masks for ragged edges and causal attention are written on the logical tile
+(`where(lt(...), x, -inf)`) and lowered to the thread's own coordinates: no memory, no
+shuffles.
+
+```python
+{example}
 ```"""
 
 
@@ -241,6 +262,18 @@ other math does.  `a * b + c` written out is two instructions and two roundings.
               "Insert a length-1 dimension at `dim` so a per-row vector broadcasts over columns.",
               effects=EffectSpec(reads=("x",)), facets=_FACETS.of("unsqueeze"),
               traits=frozenset({Trait.THREAD_LOCAL, Trait.REGISTER_MATH})),
+    Primitive("col_index", "math", (param("x", FragmentType),), _index_rule,
+              _INDEX.format(what="column", axis="1", example="""\
+cols = col_index(s) + j * BN                  # key index of every score
+s = where(lt(cols, S), s, -inf)               # keys past the sequence never win"""),
+              effects=EffectSpec(reads=("x",)), facets=_FACETS.of("col_index"),
+              traits=_ELEMENTWISE),
+    Primitive("row_index", "math", (param("x", FragmentType),), _index_rule,
+              _INDEX.format(what="row", axis="0", example="""\
+rows = row_index(s) + block.x * BM            # query index of every score
+s = where(le(col_index(s) + j * BN, rows), s, -inf)   # causal: keys up to the query"""),
+              effects=EffectSpec(reads=("x",)), facets=_FACETS.of("row_index"),
+              traits=_ELEMENTWISE),
     Primitive("row_max", "math", (param("x", FragmentType),), _row_reduce_rule,
               _ROW.format(what="maximum"), effects=EffectSpec(reads=("x",)),
               facets=_FACETS.of("row_max"),

@@ -37,6 +37,7 @@ add = sub = mul = maximum = minimum = _ew(1.0)
 lt = le = gt = ge = eq = ne = _ew(1.0)
 neg = abs = _ew(1.0)  # the primitive is named `abs`
 where = _ew(1.0)
+col_index = row_index = _ew(1.0)  # an integer add of the thread's offset per register
 fma = _ew(1.0)  # one FFMA
 cast = _ew(1.0)
 div = _ew(MUFU_WEIGHT + 1.0)

@@ -200,6 +200,27 @@ def unsqueeze(op: Op, ctx: LowerContext) -> str:
     return f"{decl}{n.header}{fv.cname}[{index(fv.dist, n)}] = {x.cname}[{index(x.dist, n)}];"
 
 
+# --- element coordinates ----------------------------------------------------------------------
+def _coordinate(axis: int) -> WithLayouts:
+    """`col_index` / `row_index`: each register gets its element's logical coordinate,
+    the same expression the layout uses to place it (a constant plus the lane's offset)."""
+
+    def facet(op: Op, ctx: LowerContext) -> str:
+        fv, decl = frag_result(ctx, op)
+        if fv.dist.opaque or fv.dist.axes != (ROW, COL):
+            raise LowerError(op.span, f"`{op.prim.name}` is lowered for fragments whose rows "
+                             "and columns are those of an accumulator or of the generic layout")
+        n = nest(ctx, fv.dist.parent.loops)
+        return (f"{decl}{n.header}{fv.cname}[{index(fv.dist, n)}] = "
+                f"{ctx.linear(coord(fv.dist, axis, n))};")
+
+    return WithLayouts(facet, layout_rules.elementwise)
+
+
+col_index = _coordinate(COL)
+row_index = _coordinate(ROW)
+
+
 # --- row reductions ----------------------------------------------------------------------------
 def _reduce_input(op: Op, ctx: LowerContext):
     x = ctx.frag(op, "x")
@@ -297,6 +318,7 @@ __all__ = [
     "abs",
     "add",
     "cast",
+    "col_index",
     "div",
     "eq",
     "exp",
@@ -315,6 +337,7 @@ __all__ = [
     "neg",
     "row_argmax",
     "row_argmin",
+    "row_index",
     "row_max",
     "row_min",
     "row_sum",

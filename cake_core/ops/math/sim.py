@@ -125,3 +125,15 @@ def row_argmin(op: Op, ctx: SimContext) -> tuple[Fragment | float | int | bool, 
 def row_argmax(op: Op, ctx: SimContext) -> tuple[Fragment | float | int | bool, ...]:
     x = _rows(ctx, op)
     return _result(op, x.max(axis=1), 0), _result(op, x.argmax(axis=1).astype(np.int32), 1)
+
+
+def col_index(op: Op, ctx: SimContext) -> Fragment:
+    r, c = ctx.frag(op, "x").array.shape
+    return Fragment(np.broadcast_to(np.arange(c, dtype=np.int32)[None, :], (r, c)).copy(),
+                    DType.I32)
+
+
+def row_index(op: Op, ctx: SimContext) -> Fragment:
+    r, c = ctx.frag(op, "x").array.shape
+    return Fragment(np.broadcast_to(np.arange(r, dtype=np.int32)[:, None], (r, c)).copy(),
+                    DType.I32)
