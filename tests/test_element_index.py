@@ -11,13 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_wgmma_register_a import CHAIN
 
 from cake_core.check import check_text
 from cake_core.emulate.build import host_compiler_present
 from cake_core.sim import SimKernel
 from cake_core.sim.tasks_run import run_task
 from cake_core.tasks import Shape, load_task
-from tests.test_wgmma_register_a import CHAIN
 
 DATA = Path(__file__).parent / "data"
 
