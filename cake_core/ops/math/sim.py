@@ -127,13 +127,16 @@ def row_argmax(op: Op, ctx: SimContext) -> tuple[Fragment | float | int | bool, 
     return _result(op, x.max(axis=1), 0), _result(op, x.argmax(axis=1).astype(np.int32), 1)
 
 
-def col_index(op: Op, ctx: SimContext) -> Fragment:
-    r, c = ctx.frag(op, "x").array.shape
-    return Fragment(np.broadcast_to(np.arange(c, dtype=np.int32)[None, :], (r, c)).copy(),
-                    DType.I32)
+
+def _coordinate(axis: int) -> Callable[[Op, SimContext], Fragment]:
+    """`col_index` / `row_index`: element (r, c) holds (r, c)[axis]."""
+
+    def facet(op: Op, ctx: SimContext) -> Fragment:
+        shape = ctx.frag(op, "x").array.shape
+        return Fragment(np.indices(shape, dtype=np.int32)[axis], DType.I32)
+
+    return facet
 
 
-def row_index(op: Op, ctx: SimContext) -> Fragment:
-    r, c = ctx.frag(op, "x").array.shape
-    return Fragment(np.broadcast_to(np.arange(r, dtype=np.int32)[:, None], (r, c)).copy(),
-                    DType.I32)
+col_index = _coordinate(1)
+row_index = _coordinate(0)
