@@ -190,6 +190,36 @@ def names_in_text(text: str) -> set[str]:
         return set(re.findall(r"[A-Za-z_]\w*", text))
 
 
+_ATOMS = (ast.Name, ast.Constant, ast.Attribute, ast.Call, ast.Subscript)
+
+
+def operand(text: str) -> str:
+    """`text` as one operand of a binary operator: unchanged when it parses as an atom (a
+    name, number, attribute, call or subscript, which bind tighter than any operator),
+    parenthesised otherwise.  Parsed, not scanned: `cdiv(a, b) * cdiv(c, d)` starts with a
+    name and ends with `)` yet is a product, and `t // x` in front of it would split it."""
+    if _enclosed(text):
+        return text
+    res = parse(SourceFile.from_bytes(f"_ = {text}\n".encode(), "<operand>"))
+    body = res.module.body
+    if not res.has_errors and len(body) == 1 and isinstance(body[0], ast.Assign) \
+            and isinstance(body[0].value, _ATOMS):
+        return text
+    return f"({text})"
+
+
+def _enclosed(text: str) -> bool:
+    """Whether `text` is one parenthesised group: its first `(` closes at its very end."""
+    if not text.startswith("("):
+        return False
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0:
+            return i == len(text) - 1
+    return False
+
+
 def fresh_name(taken: set[str], *candidates: str) -> str:
     for c in candidates:
         if c not in taken:

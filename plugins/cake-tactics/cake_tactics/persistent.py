@@ -54,6 +54,7 @@ from cake_tactics.kernel_text import (
     kernel_def,
     lines_span,
     names_in_text,
+    operand,
     statements,
 )
 
@@ -181,26 +182,13 @@ def _coords(plan: Persistent, order: str, tile: str, names: dict[str, str]) -> l
     ext = dict(zip(AXES, plan.grid_texts, strict=False))
     out, stride = [], ""
     for i, a in enumerate(axes):
-        idx = tile if not stride else f"{tile} // {_paren(stride)}"
+        idx = tile if not stride else f"{tile} // {operand(stride)}"
         out.append(f"{names[a]} = {idx}" if i == len(axes) - 1 else
-                   f"{names[a]} = {_paren(idx)} % {_paren(ext[a])}")
-        stride = ext[a] if not stride else f"{stride} * {_paren(ext[a])}"
+                   f"{names[a]} = {operand(idx)} % {operand(ext[a])}")
+        stride = ext[a] if not stride else f"{stride} * {operand(ext[a])}"
     return out
 
 
-def _paren(text: str) -> str:
-    """`text` as one operand: a name, or one call whose `(` closes at the very end (not
-    `cdiv(a, b) * cdiv(c, d)`, which a `//` in front would split), else parenthesised."""
-    if text.replace("_", "").replace(".", "").isalnum():
-        return text
-    head = text.split("(", 1)[0]
-    if head.isidentifier() and text.endswith(")"):
-        depth = 0
-        for i, ch in enumerate(text):
-            depth += (ch == "(") - (ch == ")")
-            if depth == 0 and ch == ")":
-                return text if i == len(text) - 1 else f"({text})"
-    return f"({text})"
 
 
 def _render(plan: Persistent, source: SourceFile, order: str,
@@ -221,7 +209,7 @@ def _render(plan: Persistent, source: SourceFile, order: str,
         coords = _coords(plan, order, tile, names)
     step = "    "
     unit = indent_of(source.line_text(plan.body[0].node.span.start.line))
-    total = " * ".join(_paren(g) for g in plan.grid_texts)
+    total = " * ".join(operand(g) for g in plan.grid_texts)
     header = f"for {tile} in range(block.x, {ntiles}, sm_count()):"
     blocks = [s.text for s in plan.decls]
     blocks.append(f"{ntiles} = {total}   # output tiles, shared out among the SMs")

@@ -39,7 +39,13 @@ from cake_core.plugins import Tactic, TacticResult
 from cake_core.primitives.registry import Provenance
 from cake_core.rewrite_cost import verified_rewrite
 from cake_core.source import SourceFile
-from cake_tactics.kernel_text import fresh_name, indent_of, names_in_text, split_top_level
+from cake_tactics.kernel_text import (
+    fresh_name,
+    indent_of,
+    names_in_text,
+    operand,
+    split_top_level,
+)
 
 PROV = Provenance("hand-written", "2026-12-04", ("examples/gemm_sm90.cake",))
 _STORE = re.compile(r"^store\(\s*(\w+)\.tile\(\s*\((.*)\)\s*,\s*\((.*)\)\s*\)\s*,\s*"
@@ -143,8 +149,6 @@ def _variants(kernel: Kernel, source: SourceFile) -> list[dict[str, Any]]:
     return [{"width": w, "buffers": b} for w in _widths(f) for b in (2, 1)]
 
 
-def _paren(text: str) -> str:
-    return text if re.fullmatch(r"[\w.]+", text) else f"({text})"
 
 
 def _edits(kernel: Kernel, source: SourceFile, f: _Form, width: int, buffers: int
@@ -170,7 +174,7 @@ def _edits(kernel: Kernel, source: SourceFile, f: _Form, width: int, buffers: in
             f"fence_proxy_async()\n"
             f"barrier_sync({b1}, {f.warps})\n"
             f"tma_store({f.tensor}.tile(({f.shape[0]}, {width}), ({f.coords[0]}, "
-            f"{_paren(f.coords[1])} * {parts} + {j})), {buf})\n"
+            f"{operand(f.coords[1])} * {parts} + {j})), {buf})\n"
             + wait +
             f"barrier_sync({b2}, {f.warps})  # ... and every warp knows it\n")
     text = (f"{ind}# epilogue: ({f.rows}, {width}) sub-tiles through shared memory, one TMA "
