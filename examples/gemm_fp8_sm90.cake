@@ -11,7 +11,8 @@ Design:
 - One producer warpgroup ("load") TMA-loads the A and B tiles and the BM scales of A
   into a 6-stage ring: 6 x (16 + 16 + 0.5) KB = 195 KB of shared memory.
 - Two consumer warpgroups ("mma") each own 64 rows.  Per K tile: four fp8 wgmma K steps
-  of 32 into a block accumulator `blk` that starts from zero, then the promotion
+  of 32 into a block accumulator `blk` (the first step overwrites it: `accumulate=False`,
+  so it is never cleared), then the promotion
   `acc = fma(blk, sa * sb, acc)` in f32.  The fp8 tensor cores accumulate with limited
   precision; promoting every 128 values of K keeps the long sum in true f32.
 - SB is read from global memory by the consumers (one scalar per K tile): a TMA box
@@ -47,8 +48,8 @@ def gemm_fp8_sm90(A: Tensor[e4m3, (M, K)], B: Tensor[e4m3, (N, K)],
         acc = fragment(f32, (BM, BN), layout=wgmma_acc)
         for k in range(ktiles):
             s = ab.wait()
-            blk = fragment(f32, (BM, BN), layout=wgmma_acc)
-            wgmma(blk, sa[s], sb[s].T)
+            blk = fragment(f32, (BM, BN), layout=wgmma_acc, fill=None)
+            wgmma(blk, sa[s], sb[s].T, accumulate=False)   # blk = A @ B: no clearing
             # The scales are read while the tensor cores run: the row scales from the
             # stage, B's block scale from global memory (L2).
             scale = unsqueeze(load(ss[s]), 1) * load(SB.tile((1, 1), (block.y, k)))

@@ -40,7 +40,7 @@ def test_every_primitive_has_a_section_with_its_doc() -> None:
 
 def test_sections_name_the_features_and_archs() -> None:
     page = _generator().render()
-    wgmma = page.split("### `wgmma(acc, a, b)`", 1)[1].split("### ", 1)[0]
+    wgmma = page.split("### `wgmma(acc, a, b, accumulate=True)`", 1)[1].split("### ", 1)[0]
     assert "`wgmma` (sm_90a)" in wgmma
     assert "asynchronous, completes through the `wgmma` mechanism" in wgmma
     tma = page.split("### `tma_load(dst, src, bar, multicast=0)`", 1)[1].split("### ", 1)[0]

@@ -24,8 +24,8 @@ TASK = ROOT / "examples" / "tasks" / "gemm_fp8.py"
 RAGGED = {"M": 196, "N": 144, "K": 336}
 """M and N not multiples of the 128 tile, K not a multiple of the 128-value scale block."""
 
-PROMOTION = """            blk = fragment(f32, (BM, BN), layout=wgmma_acc)
-            wgmma(blk, sa[s], sb[s].T)
+PROMOTION = """            blk = fragment(f32, (BM, BN), layout=wgmma_acc, fill=None)
+            wgmma(blk, sa[s], sb[s].T, accumulate=False)   # blk = A @ B: no clearing
             # The scales are read while the tensor cores run: the row scales from the
             # stage, B's block scale from global memory (L2).
             scale = unsqueeze(load(ss[s]), 1) * load(SB.tile((1, 1), (block.y, k)))
@@ -66,12 +66,14 @@ def test_dropping_the_promotion_fails_the_reference() -> None:
 
 
 def test_a_block_accumulator_that_is_never_reset_fails_the_reference() -> None:
-    """The block accumulator must start from zero in every K block: allocated once outside
-    the loop, each promotion would add the earlier blocks again under the new scale."""
+    """The block accumulator must restart in every K block: allocated once outside the
+    loop and accumulated into, each promotion would add the earlier blocks again under the
+    new scale.  (`accumulate=False` is what restarts it in the example.)"""
     text = _text()
-    decl = "            blk = fragment(f32, (BM, BN), layout=wgmma_acc)\n"
-    assert decl in text
-    mutant = text.replace(decl, "").replace(
+    decl = "            blk = fragment(f32, (BM, BN), layout=wgmma_acc, fill=None)\n"
+    mma = "wgmma(blk, sa[s], sb[s].T, accumulate=False)"
+    assert decl in text and mma in text
+    mutant = text.replace(decl, "").replace(mma, "wgmma(blk, sa[s], sb[s].T)").replace(
         "        acc = fragment(f32, (BM, BN), layout=wgmma_acc)\n",
         "        acc = fragment(f32, (BM, BN), layout=wgmma_acc)\n"
         "        blk = fragment(f32, (BM, BN), layout=wgmma_acc)\n")

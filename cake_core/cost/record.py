@@ -122,6 +122,9 @@ class CostContext:
     """id(tma_load op) -> (latency, depth) read off where the kernel waits for the copy
     (`cake_core.cost.exposure`); without an entry a copy on a pipeline has `stages - 1`
     in flight and one on a raw mbarrier is waited for once."""
+    folded_fills: frozenset[int] = frozenset()
+    """id(fragment op) of the cleared fragments whose zeros ptxas folds into the wgmma
+    that first writes them (`cake_core.ir.uses.folds_into_wgmma`)."""
 
     def smem_conflict(self, op: Op) -> float:
         """Wavefronts per conflict-free wavefront of the op's shared-memory access (1 for

@@ -25,6 +25,7 @@ from cake_core.cost.resources import ResourceReport, resource_report
 from cake_core.hardware import ArchSpec, GpuSpec, default_gpu, get_arch
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role
 from cake_core.ir.symbolic import SM_COUNT, SymExpr, Var
+from cake_core.ir.uses import declarations, first_use, folds_into_wgmma
 from cake_core.primitives.facets import FacetError, Unsupported
 from cake_core.verify.register_estimate import ALL_WARPS
 from cake_core.verify.unroll import condition_leaves, truth
@@ -157,7 +158,7 @@ def profile(kernel: Kernel, dims: Mapping[str, int], gpu: GpuSpec | None = None,
                         f"(limited by {resources.occupancy.limited_by}): "
                         + "; ".join(resources.warnings))
     ctx = CostContext(kernel, arch_spec, gpu_spec, env, _producers(kernel),
-                      _cp_async_depth(kernel), load_exposure(kernel))
+                      _cp_async_depth(kernel), load_exposure(kernel), _folded_fills(kernel))
     tiles = find_tile_loops(kernel, env, grid)
     walker = _Walker(ctx, tiles)
     walker.body(kernel.body, ALL_WARPS, 1.0, None, top=True)
@@ -205,7 +206,7 @@ def cost_context(kernel: Kernel, dims: Mapping[str, int], gpu: GpuSpec | None = 
     gpu_spec, arch_spec = resolve_gpu(kernel.arch, gpu)
     return CostContext(kernel, arch_spec, gpu_spec, {k: int(v) for k, v in dims.items()},
                        _producers(kernel), _cp_async_depth(kernel),
-                       load_exposure(kernel))
+                       load_exposure(kernel), _folded_fills(kernel))
 
 
 def _dim_warnings(kernel: Kernel, env: dict[str, int]) -> list[str]:
@@ -222,6 +223,11 @@ def _dim_warnings(kernel: Kernel, env: dict[str, int]) -> list[str]:
     if unknown:
         out.append(f"unused dims: {', '.join(unknown)}")
     return out
+
+
+def _folded_fills(kernel: Kernel) -> frozenset[int]:
+    return frozenset(id(d) for d, rest in declarations(kernel)
+                     if folds_into_wgmma(first_use(d, rest)))
 
 
 def _producers(kernel: Kernel) -> dict[int, Op]:

@@ -312,6 +312,11 @@ WGMMA_REGISTER_OPERAND_OVERWRITTEN = _builtin(
     "The A operand of a wgmma that reads it from registers is re-bound (its registers "
     "overwritten) before a `wgmma_wait` covers that wgmma.",
     fix=FixAvailability.ALWAYS)
+# CK335: fragments declared without a fill (cake_core/verify/uninitialized.py)
+UNINITIALIZED_FRAGMENT = _builtin(
+    "CK335", "uninitialized-fragment",
+    "A fragment declared with `fill=None` is read before a wgmma with `accumulate=False` "
+    "writes it.", fix=FixAvailability.ALWAYS)
 # CK332: loop-carried fragments (cake_core/elab/kernel_builder.py)
 CARRIED_ALIAS = _builtin(
     "CK332", "carried-alias",
@@ -359,6 +364,9 @@ SIM_UNINITIALIZED_READ = _builtin(
 SIM_ASYNC_RESULT_READ = _builtin(
     "CK506", "sim-async-result-read",
     "A wgmma accumulator was read before wgmma_wait retired the groups writing it.")
+SIM_UNFILLED_READ = _builtin(
+    "CK511", "sim-unfilled-fragment-read",
+    "A fragment declared with `fill=None` was read before anything wrote it.")
 SIM_WRONG_RESULT = _builtin(
     "CK507", "sim-wrong-result",
     "The simulated output differs from the task's reference beyond its tolerance.")

@@ -10,7 +10,7 @@ import difflib
 
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, TextEdit
-from cake_core.elab.scope import float_value, int_value, none_value, str_value
+from cake_core.elab.scope import BOOL_TYPE, float_value, int_value, none_value, str_value
 from cake_core.ir.kernel import Value
 from cake_core.ir.symbolic import Const
 from cake_core.ir.types import ErrorType, NoneType, TupleType, Type
@@ -40,8 +40,8 @@ def default_value(spec: ParamSpec, span: Span) -> Value:
     d = spec.default
     if d is None:
         return none_value(span)
-    if isinstance(d, bool):
-        return int_value(Const(int(d)), span)
+    if isinstance(d, bool):  # a flag, spelled as the literal would be (`True`)
+        return Value(str(d), BOOL_TYPE, span, None, d)
     if isinstance(d, int):
         return int_value(Const(d), span)
     if isinstance(d, float):

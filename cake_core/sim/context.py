@@ -214,6 +214,8 @@ class SimContext:
             raise SimUnsupported(f"`{op.args[name].name}` is not a fragment at run time")
         if f.pending and not pending_ok:
             self._not_ready(op, name)
+        if f.undefined and not pending_ok:
+            self._undefined(op, name)
         return f
 
     def operand(self, op: Op, name: str) -> np.ndarray | float | builtins.int | bool:
@@ -222,6 +224,8 @@ class SimContext:
         if isinstance(x, Fragment):
             if x.pending:
                 self._not_ready(op, name)
+            if x.undefined:
+                self._undefined(op, name)
             return x.array
         if isinstance(x, bool | int | float | np.ndarray | np.generic):
             return x  # type: ignore[return-value]
@@ -235,6 +239,15 @@ class SimContext:
                     notes=["add `wgmma_wait(0)` (or a count that covers the groups writing it) "
                            "before this read"],
                     key=("CK506", id(op), name))
+
+    def _undefined(self, op: Op, name: str) -> None:
+        v = op.args[name]
+        self.report(codes.SIM_UNFILLED_READ, op.arg_spans.get(name, op.span),
+                    f"`{v.name}` is read before anything wrote it: it was declared with "
+                    "`fill=None`, and its registers hold no defined value",
+                    notes=["write it first with `wgmma(..., accumulate=False)`, or drop "
+                           "`fill=None`"],
+                    key=("CK511", id(op), name))
 
     # -- groups ----------------------------------------------------------------------------
     def group(self, op: Op) -> tuple[builtins.int, ...]:

@@ -53,6 +53,9 @@ class Fragment:
     read_pending: int = 0
     """wgmma groups in flight that read this fragment as their A operand from registers:
     re-binding its name meanwhile overwrites registers the tensor cores still read."""
+    undefined: bool = False
+    """Declared with `fill=None` and not written yet: the registers hold garbage (NaN
+    here, so a read that slips past the checks still spoils the result)."""
 
 
 @dataclass(eq=False, slots=True)

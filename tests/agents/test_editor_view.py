@@ -25,7 +25,7 @@ def test_the_editor_view_of_a_kernel(lsp: Any) -> None:
     view = parent_view(lsp, uri, GEMM)
     assert view.diagnostics == []
     assert view.hovers["tma_load"].startswith("tma_load(dst, src, bar, multicast=0): ")
-    assert view.hovers["wgmma"].startswith("wgmma(acc, a, b): ")
+    assert view.hovers["wgmma"].startswith("wgmma(acc, a, b, accumulate=True): ")
     assert any(t.startswith("CAKE stages ") for t in view.tactics)
     text = render(view, GEMM)
     assert "(the editor's hover text)" in text and "offers as code actions" in text
@@ -83,7 +83,7 @@ def test_repair_prompt_carries_the_hover_of_the_failing_line(run_dir: Path, lsp:
     assert "The primitives on those lines (the editor's hover text):" in prompt
     assert "- tma_load(dst, src, bar, multicast=0): " in prompt
     # only the failing line's calls: the wgmma on another line is not described
-    assert "wgmma(acc, a, b)" not in prompt
+    assert "wgmma(acc, a, b" not in prompt
 
 
 def test_tactic_offers_are_grouped_per_tactic() -> None:

@@ -78,48 +78,48 @@ def wgmma_helper(n: int, dtype: DType) -> str:
 
     Operand order (PTX ISA 9.7.15.5.2): d, a-desc, b-desc, scale-d, imm-scale-a,
     imm-scale-b[, imm-trans-a, imm-trans-b] (16-bit types only have the transpose flags;
-    0 = K-major).  scale-d 1 accumulates into d.  With A in registers, `a` is a vector of
-    four .b32 registers and only imm-trans-b remains.
+    0 = K-major).  scale-d 1 accumulates into d, 0 overwrites it.  With A in registers,
+    `a` is a vector of four .b32 registers and only imm-trans-b remains.
+
+    Each comes twice: with `scale_d` a run-time flag (d is read and written, `+f`), and as
+    `_zd` with scale-d 0 and d write-only (`=f`), so the compiler sees that the values d
+    held before are dead and drops the moves that cleared them.
     """
     ptx, k = WGMMA_TYPES[dtype]
-    regs = n // 2
-    d = ", ".join(f"%{i}" for i in range(regs))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    trans = ", 0, 0" if k == 16 else ""
     name = wgmma_helper_name(n, dtype)
+    trans = ", 0, 0" if k == 16 else ""
+    text = "".join(_helper(name + zd, n, k, ptx, f"%{n // 2}, %{n // 2 + 1}",
+                           '"l"(desc_a), "l"(desc_b)', "uint64_t desc_a, uint64_t desc_b",
+                           trans, zero=bool(zd)) for zd in ("", "_zd"))
+    if k == 16:
+        a = ", ".join(f"%{n // 2 + i}" for i in range(4))
+        text += "".join(_helper(name + "_rs" + zd, n, k, ptx, f"{{{a}}}, %{n // 2 + 4}",
+                                '"r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b)',
+                                "uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, "
+                                "uint64_t desc_b", ", 0", zero=bool(zd))
+                        for zd in ("", "_zd"))
+    return text
+
+
+def _helper(name: str, n: int, k: int, ptx: str, operands: str, inputs: str, params: str,
+            trans: str, *, zero: bool) -> str:
+    regs = n // 2
+    flag = inputs.count('"') // 2 + regs  # the operand number of scale-d
+    d = ", ".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"{"=" if zero else "+"}f"(d[{i}])' for i in range(regs))
+    setp = f"setp.ne.b32 p, {0 if zero else f'%{flag}'}, 0;"
+    extra = "" if zero else ", int scale_d = 1"
+    ins = inputs if zero else f'{inputs}, "r"(scale_d)'
     return f"""
 #if !defined(CAKE_HELPER_{name.upper()}) && !defined(CAKE_EMULATE)
 #define CAKE_HELPER_{name.upper()}
-__device__ __forceinline__ void {name}(float* d, uint64_t desc_a, uint64_t desc_b) {{
+__device__ __forceinline__ void {name}(float* d, {params}{extra}) {{
   asm volatile(
-      "{{\\n\\t.reg .pred p;\\n\\tsetp.ne.b32 p, %{regs + 2}, 0;\\n\\t"
-      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} {{{d}}}, %{regs}, %{regs + 1}, "
+      "{{\\n\\t.reg .pred p;\\n\\t{setp}\\n\\t"
+      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} {{{d}}}, {operands}, "
       "p, 1, 1{trans};\\n\\t}}"
       : {outs}
-      : "l"(desc_a), "l"(desc_b), "r"(1));
-}}
-#endif
-""" + (_rs_helper(n, dtype) if k == 16 else "")
-
-
-def _rs_helper(n: int, dtype: DType) -> str:
-    ptx, k = WGMMA_TYPES[dtype]
-    regs = n // 2
-    d = ", ".join(f"%{i}" for i in range(regs))
-    a = ", ".join(f"%{regs + i}" for i in range(4))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    name = wgmma_helper_name(n, dtype) + "_rs"
-    return f"""
-#if !defined(CAKE_HELPER_{name.upper()}) && !defined(CAKE_EMULATE)
-#define CAKE_HELPER_{name.upper()}
-__device__ __forceinline__ void {name}(float* d, uint32_t a0, uint32_t a1, uint32_t a2,
-                                       uint32_t a3, uint64_t desc_b) {{
-  asm volatile(
-      "{{\\n\\t.reg .pred p;\\n\\tsetp.ne.b32 p, %{regs + 5}, 0;\\n\\t"
-      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} {{{d}}}, {{{a}}}, %{regs + 4}, "
-      "p, 1, 1, 0;\\n\\t}}"
-      : {outs}
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(1));
+      : {ins});
 }}
 #endif
 """

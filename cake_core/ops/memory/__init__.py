@@ -232,7 +232,9 @@ sc = smem(bf16, (BM, BN), offset=0)   # by hand: sa's bytes, reused after the ma
 
 The layout names the instruction that owns the distribution: `wgmma_acc` for a wgmma
 accumulator, `mma_acc` for mma.sync, `rows` for generic element-wise work.  The fragment is
-filled with `fill` (0 unless given; `fill=inf` for a running minimum).
+filled with `fill` (0 unless given; `fill=inf` for a running minimum).  `fill=None` writes
+nothing: for an accumulator whose first use is `wgmma(..., accumulate=False)` (CK335 checks
+that nothing reads it first).
 
 ```python
 acc = fragment(f32, (BM, BN), layout=wgmma_acc)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from cake_core.cost.record import FREE, CostContext, CostRecord
 from cake_core.ir.kernel import Op
+from cake_core.ir.types import NoneType
 
 
 def smem(op: Op, ctx: CostContext) -> CostRecord:
@@ -15,7 +16,14 @@ def smem(op: Op, ctx: CostContext) -> CostRecord:
 
 
 def fragment(op: Op, ctx: CostContext) -> CostRecord:
-    """Filling a fragment is one move per element (per warp for per-warp layouts)."""
+    """Filling a fragment is one move per element (per warp for per-warp layouts).
+
+    Nothing is written for `fill=None`, nor for a fill that ptxas folds away: a cleared
+    accumulator whose first use, straight after, is a wgmma writing it becomes scale-d 0
+    on that wgmma's first K step (`HGMMA ... RZ, !UPT` in the SASS)."""
+    fill = op.args.get("fill")
+    if (fill is not None and isinstance(fill.type, NoneType)) or id(op) in ctx.folded_fills:
+        return FREE
     return CostRecord(cuda_ops=float(ctx.numel(op.results[0].type) * ctx.replicas(op)))
 
 

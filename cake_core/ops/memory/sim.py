@@ -25,7 +25,10 @@ def fragment(op: Op, ctx: SimContext) -> Fragment:
     if shape is None:
         raise SimUnsupported("a fragment needs a constant shape")
     fill = ctx.arg(op, "fill") if "fill" in op.args else 0
-    value = round_to(np.asarray(0 if fill is None else fill), t.dtype)
+    if fill is None:  # no clearing: the first wgmma(accumulate=False) writes every element
+        garbage = np.nan if np.issubdtype(VALUE[t.dtype], np.floating) else 0
+        return Fragment(np.full(shape, garbage, dtype=VALUE[t.dtype]), t.dtype, undefined=True)
+    value = round_to(np.asarray(fill), t.dtype)
     return Fragment(np.full(shape, value, dtype=VALUE[t.dtype]), t.dtype)
 
 

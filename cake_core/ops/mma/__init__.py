@@ -12,6 +12,7 @@ from cake_core.ir.types import (
     FragmentType,
     IntType,
     NoneType,
+    ScalarType,
     SmemType,
     Type,
     shape_str,
@@ -141,6 +142,12 @@ def _wgmma_rule(ctx: CallContext) -> Type:
         return ctx.error(codes.TYPE_MISMATCH,
                          f"the wgmma accumulator must have layout wgmma_acc, not "
                          f"{acc.layout.value}", "acc")
+    if ctx.has("accumulate"):
+        flag = ctx.type("accumulate")
+        if not (isinstance(flag, ScalarType) and flag.dtype == DType.BOOL):
+            return ctx.error(codes.TYPE_MISMATCH,
+                             f"`accumulate` is a condition (True, False or a comparison such "
+                             f"as `k > 0`), not {flag.describe()}", "accumulate")
     return NoneType()
 
 
@@ -166,14 +173,25 @@ multiples of (16, 8, 16); larger tiles issue one instruction per 16x8x16 block."
     ),
     Primitive(
         "wgmma", "mma",
-        (param("acc", FragmentType), param("a", SmemType, FragmentType), param("b", SmemType)),
+        (param("acc", FragmentType), param("a", SmemType, FragmentType), param("b", SmemType),
+         param("accumulate", ScalarType, default=True)),
         _wgmma_rule,
         """Warpgroup-level asynchronous MMA (sm_90a): `acc(M, N) += a(M, K) @ b(K, N)`.
 
 `a` comes from shared memory or registers, `b` from shared memory (pass an (N, K)
 K-major buffer as `sb[s].T`).  M is a multiple of 64 (one 64-row slab per warpgroup of the
 role), N a multiple of 8 up to 256, K a multiple of 16 (32 for fp8).  The result is not
-ready until `wgmma_wait(n)`.""",
+ready until `wgmma_wait(n)`.
+
+`accumulate=False` overwrites instead: `acc = a @ b` (the instruction's scale-d operand is 0
+on the first K step), so a fresh accumulator needs no clearing: declare it with
+`fill=None` and the zeros are never written.  A runtime condition (`accumulate=k > 0`)
+clears on the iterations where it is false, as a k-loop's first step does.
+
+```python
+s = fragment(f32, (BM, BN), layout=wgmma_acc, fill=None)   # no clearing moves
+wgmma(s, sq, sk[st].T, accumulate=False)
+```""",
         effects=EffectSpec(reads=("acc", "a", "b"), writes=("acc",), async_group="wgmma",
                            smem_access=(("a", SmemAccess.WGMMA), ("b", SmemAccess.WGMMA))),
         requires=frozenset({Feature.WGMMA}), facets=_FACETS.of("wgmma"),

@@ -145,10 +145,26 @@ def wgmma(op: Op, ctx: LowerContext) -> str:
     hdr = (f"CAKE_FOR({kk}, {ksteps}) " if kk else "") + (f"CAKE_FOR({sl}, {slabs}) " if sl else "")
     if acc not in ctx.wgmma_accs:
         ctx.wgmma_accs.append(acc)
-    body = (f"{pre}cake_fence_regs({acc.cname}); cake_wgmma_fence(); "
-            f"{hdr}{helper}({d}, {a_arg}, {desc_b}); "
-            "cake_wgmma_commit();")
+    call = _scaled_call(ctx, op, helper, f"{d}, {a_arg}, {desc_b}", kk)
+    # a write-only first step (`accumulate=False`) must not pin the old values: the
+    # fence would keep the moves that cleared them alive
+    fence = "" if "_zd(" in call else f"cake_fence_regs({acc.cname}); "
+    body = f"{pre}{fence}cake_wgmma_fence(); {hdr}{call} cake_wgmma_commit();"
     return "{ " + body + " }" if pre else body
+
+
+def _scaled_call(ctx: LowerContext, op: Op, helper: str, args: str, kk: str | None) -> str:
+    """The helper call of one K step: accumulating, or with scale-d 0 on the first step
+    (`accumulate=False`: the `_zd` helper; a run-time condition: the `scale_d` flag)."""
+    flag = op.args.get("accumulate")
+    if flag is None or flag.const is True:
+        return f"{helper}({args});"
+    if flag.const is False:
+        first = f"{helper}_zd({args});"
+        return f"if ({kk} == 0) {first} else {helper}({args});" if kk else first
+    cond = ctx.cond(flag)
+    scale = f"({kk} > 0 || ({cond}))" if kk else f"({cond})"
+    return f"{helper}({args}, {scale});"
 
 
 def wgmma_wait(op: Op, ctx: LowerContext) -> str:

@@ -36,6 +36,11 @@ def mma_sync(op: Op, ctx: SimContext) -> None:
 
 def wgmma(op: Op, ctx: SimContext) -> None:
     acc = ctx.frag(op, "acc", pending_ok=True)
+    flag = op.args.get("accumulate")
+    accumulate = flag is None or ctx.truth(flag)
+    if accumulate and acc.undefined:
+        ctx.frag(op, "acc")  # reports the read of a fragment nothing has written
+    acc.undefined = False
     a_src = ctx.arg(op, "a")
     b_view = ctx.view(op, "b")
     dtype = b_view.dtype
@@ -55,8 +60,12 @@ def wgmma(op: Op, ctx: SimContext) -> None:
         else:
             x = a_regs
         y = decode(ctx.smem_read(b_view, op, actor=g, proxy="async"), dtype)
+        product = _product(x, y, dtype)
+        if not accumulate:  # scale-d 0: the group overwrites what it does not read
+            acc.shadow = product
+            return
         base = acc.array if acc.shadow is None else acc.shadow
-        acc.shadow = base + _product(x, y, dtype)
+        acc.shadow = base + product
 
     g = ctx.issue("wgmma", ("wgmma",), op, complete)
     g.target = acc

@@ -197,15 +197,26 @@ inline void cake_fence_regs(float (&)[N]) {}
 template <int N>
 inline void cake_fence_regs(uint32_t (&)[N]) {}
 #define CAKE_EMU_WGMMA(N, K, NAME, KIND)                                                   \
-  inline void cake_wgmma_m64n##N##k##K##_##NAME(float* d, uint64_t a, uint64_t b, CAKE_LOC) { \
-    ::cake_emu::wgmma(d, a, b, N, KIND, ::cake_emu::at({CAKE_LOC_ARGS}));                  \
+  inline void cake_wgmma_m64n##N##k##K##_##NAME(float* d, uint64_t a, uint64_t b,            \
+                                                int scale_d = 1, CAKE_LOC) {                 \
+    ::cake_emu::wgmma(d, a, b, N, KIND, ::cake_emu::at({CAKE_LOC_ARGS}), nullptr, scale_d);  \
+  }                                                                                         \
+  inline void cake_wgmma_m64n##N##k##K##_##NAME##_zd(float* d, uint64_t a, uint64_t b,       \
+                                                     CAKE_LOC) {                            \
+    ::cake_emu::wgmma(d, a, b, N, KIND, ::cake_emu::at({CAKE_LOC_ARGS}), nullptr, 0);        \
   }
 #define CAKE_EMU_WGMMA_RS(N, NAME, KIND)                                                    \
   inline void cake_wgmma_m64n##N##k16_##NAME##_rs(float* d, uint32_t a0, uint32_t a1,        \
                                                   uint32_t a2, uint32_t a3, uint64_t b,      \
-                                                  CAKE_LOC) {                                \
+                                                  int scale_d = 1, CAKE_LOC) {               \
     const uint32_t a[4] = {a0, a1, a2, a3};                                                 \
-    ::cake_emu::wgmma(d, 0, b, N, KIND, ::cake_emu::at({CAKE_LOC_ARGS}), a);                \
+    ::cake_emu::wgmma(d, 0, b, N, KIND, ::cake_emu::at({CAKE_LOC_ARGS}), a, scale_d);       \
+  }                                                                                         \
+  inline void cake_wgmma_m64n##N##k16_##NAME##_rs_zd(float* d, uint32_t a0, uint32_t a1,     \
+                                                     uint32_t a2, uint32_t a3, uint64_t b,   \
+                                                     CAKE_LOC) {                            \
+    const uint32_t a[4] = {a0, a1, a2, a3};                                                 \
+    ::cake_emu::wgmma(d, 0, b, N, KIND, ::cake_emu::at({CAKE_LOC_ARGS}), a, 0);             \
   }
 #define CAKE_EMU_WGMMA_ALL(N)                                                               \
   CAKE_EMU_WGMMA(N, 16, bf16, 0) CAKE_EMU_WGMMA(N, 16, f16, 1)                              \

@@ -126,6 +126,7 @@ struct WgmmaOp {
   int n = 0, kind = 0;            // kind: 0 bf16, 1 f16, 2 e4m3, 3 e5m2
   uint64_t desc_a = 0, desc_b = 0;
   bool a_regs = false;            // A from registers: each thread's four .b32 in `ra`
+  bool scale_d = true;            // false: this instruction overwrites d (scale-d 0)
   uint32_t ra[128][4] = {};
   int issued = 0;
   float* acc[128] = {};

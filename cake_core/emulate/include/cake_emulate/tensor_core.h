@@ -202,7 +202,7 @@ inline void wgmma_execute(Block& b, WgmmaOp& op) {
     float* acc = op.acc[t];
     for (int i = 0; i < op.n / 2; ++i) {
       const auto [row, col] = wgmma_acc_coord(t, i);
-      float s = acc[i];
+      float s = op.scale_d ? acc[i] : 0.0f;
       for (int k = 0; k < K; ++k) s += A[static_cast<size_t>(row) * K + k] * B[static_cast<size_t>(col) * K + k];
       acc[i] = s;
     }
@@ -221,8 +221,9 @@ inline Warpgroup& my_wg(Loc loc, const char* what) {
 }
 
 // `a_regs`: this thread's four A registers when A comes from registers (desc_a unused).
+// `scale_d` 0: the group overwrites d instead of adding to it (PTX's scale-d operand).
 inline void wgmma(float* d, uint64_t desc_a, uint64_t desc_b, int n, int kind, Loc loc,
-                  const uint32_t* a_regs = nullptr) {
+                  const uint32_t* a_regs = nullptr, int scale_d = 1) {
   Thread& t = cur();
   Warpgroup& wg = my_wg(loc, "wgmma");
   const uint64_t seq = t.wgmma_issued++;
@@ -231,13 +232,14 @@ inline void wgmma(float* d, uint64_t desc_a, uint64_t desc_b, int n, int kind, L
     WgmmaOp op;
     op.seq = seq; op.n = n; op.kind = kind; op.desc_a = desc_a; op.desc_b = desc_b; op.loc = loc;
     op.a_regs = a_regs != nullptr;
+    op.scale_d = scale_d != 0;
     it = wg.ops.emplace(seq, op).first;
   } else {
     WgmmaOp& op = it->second;
     if (op.n != n || op.kind != kind || op.desc_a != desc_a || op.desc_b != desc_b ||
-        op.a_regs != (a_regs != nullptr)) {
+        op.a_regs != (a_regs != nullptr) || op.scale_d != (scale_d != 0)) {
       fail("collective", fmt("threads of one warpgroup issued different wgmma (this one and "
-                             "the one at %s): shape or descriptors differ", where(op.loc).c_str()),
+                             "the one at %s): shape, descriptors or scale-d differ", where(op.loc).c_str()),
            loc);
     }
   }
