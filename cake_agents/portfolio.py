@@ -2,7 +2,9 @@
 
 The table (JSON) lists, per shape bucket, the winning kernel, the bucket's center (the
 geometric mean of its shapes' dims) and the kernel's dim constraints (`multiple_of`,
-`max`).  A shape goes to the bucket whose center is nearest in log2 space whose kernel
+`max`, and `equals` for a size the task fixes, such as a head dim).  `merge_tables` joins
+the tables of a family of tasks (attention at head dims 64, 128 and 256) into one.  A
+shape goes to the bucket whose center is nearest in log2 space whose kernel
 admits it; the next nearest if it does not; -1 if none does.  `select` implements that
 rule in Python and `dispatcher_cpp` emits the same rule as a host C++ function, so the two
 can be tested against each other.
@@ -36,26 +38,64 @@ def constraints_of(text: str, kernel: str) -> dict[str, dict[str, int | None]]:
 
 def build_table(*, task: str, kernel: str, dims: Sequence[str],
                 buckets: Sequence[Any], winners: Mapping[str, str],
-                texts: Mapping[str, str], scores: Mapping[str, float | None]
-                ) -> dict[str, Any]:
+                texts: Mapping[str, str], scores: Mapping[str, float | None],
+                fixed: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """The dispatch table of one portfolio run.  A task's `fixed` sizes (attention's head
+    dim) become dims of the table that each row admits only at its value, so tables of a
+    family's tasks can be merged (`merge_tables`) into one dispatcher."""
+    fixed = dict(fixed or {})
     rows = []
     for b in buckets:
         h = winners.get(b.key)
         if h is None:
             continue
+        constraints: dict[str, dict[str, int | None]] = constraints_of(texts[h], kernel)
+        constraints.update({d: {"equals": v} for d, v in fixed.items()})
         rows.append({"bucket": b.key, "shapes": list(b.shapes),
-                     "center": {d: b.center.get(d, 1.0) for d in dims},
+                     "center": {**{d: b.center.get(d, 1.0) for d in dims},
+                                **{d: float(v) for d, v in fixed.items()}},
                      "kernel": h, "symbol": f"{kernel}_{h[:8]}",
-                     "constraints": constraints_of(texts[h], kernel),
-                     "score": scores.get(b.key)})
-    return {"schema": SCHEMA, "task": task, "kernel": kernel, "dims": list(dims),
-            "buckets": rows}
+                     "constraints": constraints, "score": scores.get(b.key)})
+    return {"schema": SCHEMA, "task": task, "kernel": kernel,
+            "dims": [*dims, *(d for d in fixed if d not in dims)], "buckets": rows}
+
+
+class MergeError(ValueError):
+    """Tables that cannot share one dispatcher."""
+
+
+def merge_tables(tables: Sequence[Mapping[str, Any]], name: str) -> dict[str, Any]:
+    """One table over several runs' rows: a family of tasks (one per head dim, say) that
+    take the same dims.  Each row keeps its own constraints, so a row fixed to `D == 128`
+    never serves another head dim; rows of one task keep their order."""
+    if not tables:
+        raise MergeError("no tables to merge")
+    dims = list(tables[0]["dims"])
+    rows: list[dict[str, Any]] = []
+    symbols: set[str] = set()
+    for t in tables:
+        if t.get("schema") != SCHEMA:
+            raise MergeError(f"table of {t.get('task')!r} is not {SCHEMA}")
+        if sorted(t["dims"]) != sorted(dims):
+            raise MergeError(f"{t['task']} dispatches on {', '.join(t['dims'])}, "
+                             f"{tables[0]['task']} on {', '.join(dims)}: a merged "
+                             "dispatcher needs the same dims (fixed sizes included)")
+        for row in t["buckets"]:
+            if row["symbol"] in symbols:
+                continue  # the same kernel won in two runs
+            symbols.add(row["symbol"])
+            rows.append({**row, "task": t["task"]})
+    return {"schema": SCHEMA, "task": name, "kernel": name, "dims": dims, "buckets": rows}
 
 
 def _admits(row: Mapping[str, Any], shape: Mapping[str, int]) -> bool:
     for name, c in row.get("constraints", {}).items():
         v = shape.get(name)
         if v is None:
+            continue
+        if c.get("equals") is not None:
+            if v != int(c["equals"]):
+                return False
             continue
         if v % max(1, int(c.get("multiple_of") or 1)):
             return False
@@ -104,6 +144,9 @@ def dispatcher_cpp(table: Mapping[str, Any]) -> str:
             c = r.get("constraints", {}).get(d)
             if not c:
                 continue
+            if c.get("equals") is not None:
+                conds.append(f"{_ident(d)} == {int(c['equals'])}")
+                continue
             if int(c.get("multiple_of") or 1) > 1:
                 conds.append(f"{_ident(d)} % {int(c['multiple_of'])} == 0")
             if c.get("max") is not None:
@@ -115,7 +158,7 @@ def dispatcher_cpp(table: Mapping[str, Any]) -> str:
     logs = ", ".join(f"std::log2(static_cast<double>({d} > 0 ? {d} : 1))" for d in dims)
     buckets_doc = "\n".join(f"//   {i}: {r['bucket']} -> {r['symbol']}"
                             for i, r in enumerate(rows))
-    return f"""// Generated by `cake evolve --mode portfolio` for task {table['task']}.
+    return f"""// Generated by cake (evolve --mode portfolio, runs dispatch): {table['task']}.
 // Picks the kernel evolved for the shape bucket nearest to the runtime shape (squared
 // distance of log2 dims to each bucket's center), skipping kernels whose dim constraints
 // do not admit the shape; -1 when none does.

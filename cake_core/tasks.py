@@ -117,6 +117,10 @@ class Task:
     """What GPU timing is paired with (the library call a kernel must beat)."""
     compare: Compare | None = None
     """A custom comparison (e.g. argmin outputs that may differ on near-ties)."""
+    fixed: Mapping[str, int] = field(default_factory=dict)
+    """Sizes the task's kernels fix as constants (attention's head dim `D`): not dims of a
+    shape, but the key that tells a family's tasks apart, so a dispatcher over several
+    tasks' portfolios (`cake runs dispatch`) can choose by them."""
     path: str = ""
 
     def entry(self, kernel: str, source: str | Path | None = None) -> KernelEntry | None:

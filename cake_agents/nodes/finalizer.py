@@ -37,7 +37,7 @@ def make_finalizer(ctx: AgentContext) -> Node:
             dims = list(ctx.info.shapes[0].dims) if ctx.info.shapes else []
             table = build_table(task=ctx.info.name, kernel=ctx.info.kernel, dims=dims,
                                 buckets=ctx.info.buckets, winners=state.winners,
-                                texts=texts, scores=scores)
+                                texts=texts, scores=scores, fixed=ctx.info.task.fixed)
             cpp = dispatcher_cpp(table)
             ctx.store.set_artifact(ctx.run_id, "dispatch.json", json.dumps(table, indent=2))
             ctx.store.set_artifact(ctx.run_id, "dispatch.hpp", cpp)

@@ -1,4 +1,5 @@
-"""`cake runs list | show RUN | best RUN | diff A B | report RUN`: what `cake evolve` stored.
+"""`cake runs list | show RUN | best RUN | diff A B | report RUN | dispatch RUN...`: what
+`cake evolve` stored.
 
 RUN is a run id, a unique prefix of one, or `latest`.  A kernel of a run (for `diff` and
 `show --candidate`) is `RUN` (its best kernel), `RUN:best`, `RUN:seed` or `RUN:HASH` (a
@@ -215,6 +216,46 @@ def best(run: str, run_dir: str, bucket: str | None, output: str | None) -> None
         click.echo(f"wrote {output}")
     else:
         sys.stdout.write(text)
+
+
+@runs.command()
+@click.argument("run_refs", nargs=-1, required=True, metavar="RUN...")
+@_RUN_DIR
+@click.option("--name", help="Name of the merged dispatcher (its C++ namespace is "
+              "cake_dispatch_NAME; default: the first run's task).")
+@click.option("--output", "-o", type=click.Path(file_okay=False), required=True,
+              help="Directory for dispatch.json, dispatch.hpp and each variant's .cake.")
+def dispatch(run_refs: tuple[str, ...], run_dir: str, name: str | None, output: str) -> None:
+    """One dispatcher over several portfolio runs: a family of tasks that take the same
+    shape dims and differ in a size their kernels fix (attention at head dims 64, 128 and
+    256: `cake runs dispatch RUN64 RUN128 RUN256 -o attention/`).  A shape goes to the
+    nearest bucket whose kernel admits it, the fixed size included."""
+    from cake_agents.portfolio import MergeError, dispatcher_cpp, merge_tables
+
+    store = open_runs_store(run_dir, "--run-dir")
+    tables, texts = [], {}
+    for ref in run_refs:
+        run_id = _find(store, ref)
+        raw = store.artifact(run_id, "dispatch.json")
+        if raw is None:
+            raise click.UsageError(f"run {run_id} has no dispatcher: run it with "
+                                   "`cake evolve --mode portfolio`")
+        table = json.loads(raw)
+        tables.append(table)
+        for row in table["buckets"]:
+            texts[row["symbol"]] = store.candidate_text(run_id, row["kernel"]) or ""
+    try:
+        merged = merge_tables(tables, name or tables[0]["task"])
+    except MergeError as exc:
+        raise click.UsageError(str(exc)) from exc
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "dispatch.json").write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
+    (out / "dispatch.hpp").write_text(dispatcher_cpp(merged), encoding="utf-8")
+    for row in merged["buckets"]:
+        (out / f"{row['symbol']}.cake").write_text(texts[row["symbol"]], encoding="utf-8")
+    click.echo(f"wrote {out / 'dispatch.hpp'}: {len(merged['buckets'])} variants from "
+               f"{len(tables)} runs, dispatching on {', '.join(merged['dims'])}")
 
 
 @runs.command()

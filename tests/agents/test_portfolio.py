@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_support import run, store
+from agent_support import ROOT, run, store
 
-from cake_agents.portfolio import dispatcher_cpp, select
+from cake_agents.portfolio import MergeError, build_table, dispatcher_cpp, merge_tables, select
 from cake_agents.scoring import bucket_key, make_buckets, score, shape_specs, weighted_geomean
 
 TABLE = {
@@ -46,6 +46,66 @@ def test_generated_cpp_agrees_with_python(tmp_path: Path) -> None:
                     str(tmp_path / "main.cpp")], check=True, cwd=tmp_path)
     out = subprocess.run([str(tmp_path / "m")], capture_output=True, text=True, check=True)
     assert [int(x) for x in out.stdout.split()] == [select(TABLE, p) for p in PROBES]
+
+
+def _family() -> dict[str, Any]:
+    """Two tasks' tables that differ in a fixed size: head dim 64 (two buckets) and 128."""
+    def table(task: str, d: int, rows: list[tuple[str, float, str]]) -> dict[str, Any]:
+        return {"schema": "cake.dispatch/1", "task": task, "kernel": task, "dims": ["S", "D"],
+                "buckets": [{"bucket": f"S~{int(c)},D~{d}", "center": {"S": c, "D": float(d)},
+                             "symbol": sym, "kernel": sym, "shapes": [],
+                             "constraints": {"D": {"equals": d},
+                                             "S": {"multiple_of": 64, "max": None}}}
+                            for sym, c, _ in rows]}
+    return merge_tables([table("attn_d64", 64, [("a64_short", 1024.0, ""),
+                                                ("a64_long", 16384.0, "")]),
+                         table("attn_d128", 128, [("a128", 4096.0, "")])], "attn")
+
+
+FAMILY_PROBES = [{"S": 1024, "D": 64}, {"S": 16384, "D": 64}, {"S": 4096, "D": 64},
+                 {"S": 4096, "D": 128}, {"S": 1024, "D": 128}, {"S": 4096, "D": 256},
+                 {"S": 100, "D": 128}]
+
+
+def test_a_family_dispatcher_chooses_by_the_fixed_size_first() -> None:
+    family = _family()
+    assert [r["task"] for r in family["buckets"]] == ["attn_d64", "attn_d64", "attn_d128"]
+    # S=1024 at D=128 is nearest the d64 short bucket, which does not take D=128; no
+    # kernel takes head dim 256; S=100 is not a multiple of 64
+    assert [select(family, p) for p in FAMILY_PROBES] == [0, 1, 0, 2, 2, -1, -1]
+
+
+def test_tables_of_different_dims_do_not_merge() -> None:
+    gemm = {**TABLE, "task": "g"}
+    with pytest.raises(MergeError, match="same dims"):
+        merge_tables([_family(), gemm], "x")
+
+
+def test_a_fixed_size_becomes_a_dim_each_row_admits_only_at_its_value() -> None:
+    bucket = type("B", (), {"key": "S~4096", "shapes": ("S=4096",), "center": {"S": 4096.0}})
+    text = (ROOT / "examples" / "attention_fwd_sm90.cake").read_text()
+    table = build_table(task="attention_fwd", kernel="attention_fwd_sm90", dims=["BH", "S"],
+                        buckets=[bucket], winners={"S~4096": "h" * 16},
+                        texts={"h" * 16: text}, scores={}, fixed={"D": 128})
+    assert table["dims"] == ["BH", "S", "D"]
+    (row,) = table["buckets"]
+    assert row["constraints"]["D"] == {"equals": 128} and row["center"]["D"] == 128.0
+    assert select(table, {"BH": 16, "S": 4096, "D": 128}) == 0
+    assert select(table, {"BH": 16, "S": 4096, "D": 64}) == -1
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_the_family_dispatcher_in_cpp_agrees_with_python(tmp_path: Path) -> None:
+    family = _family()
+    (tmp_path / "dispatch.hpp").write_text(dispatcher_cpp(family))
+    calls = "\n".join(f'  std::printf("%d\\n", cake_dispatch_attn::select({p["S"]}, {p["D"]}));'
+                      for p in FAMILY_PROBES)
+    (tmp_path / "main.cpp").write_text(
+        f'#include <cstdio>\n#include "dispatch.hpp"\nint main() {{\n{calls}\n}}\n')
+    subprocess.run(["g++", "-std=c++17", "-Wall", "-Werror", "-o", str(tmp_path / "m"),
+                    str(tmp_path / "main.cpp")], check=True, cwd=tmp_path)
+    out = subprocess.run([str(tmp_path / "m")], capture_output=True, text=True, check=True)
+    assert [int(x) for x in out.stdout.split()] == [select(family, p) for p in FAMILY_PROBES]
 
 
 def test_buckets_and_weighted_score() -> None:
