@@ -18,8 +18,10 @@ Design:
   one exp2 per element with log2(e) * scale folded into one fma), the O accumulator
   rescaled by exp2(m_old - m_new), then P = bf16(exp2(...)) stays in registers as the A
   operand of O += P @ V: the wgmma A fragment has the accumulator's layout, no shuffles.
-- S is declared a multiple of BN: the kernel has no key mask yet (a ragged last tile would
-  read zero-filled keys, which score 0 and would take part in the softmax).
+- Ragged S: the key loop runs cdiv(S, BN) tiles; TMA zero-fills the keys of the last tile
+  past S, which would score 0 and take part in the softmax, so that tile masks them to -inf
+  (`col_index` gives each accumulator element its column).  S is a multiple of 8 only
+  because a row of Vt (2 * S bytes) must be a 16-byte TMA stride.
 """
 
 BM, BN = 128, 64

@@ -10,11 +10,11 @@ cores); see that file and attention_fwd_sm90.cake for the softmax.  What changes
   and both consumers walk NT = min(cdiv(S, BN), cdiv((qt + 1) * 2 * BM, BN)) key tiles
   instead of cdiv(S, BN): the key tiles above the diagonal are neither loaded nor
   multiplied, which halves the work for long sequences.
-- The causal mask: scores with key > query become -inf before the row max.  Only the key
-  tiles that cross the diagonal have such scores, but the mask is cheap next to the two
-  GEMMs and is applied to every tile.  It also masks the keys past S of a ragged last key
-  tile for every query that is stored (key <= query < S); the rows of queries past S are
-  computed on zero-filled Q rows and clipped by the store.
+- The causal mask: scores with key > query become -inf before the row max, on the key
+  tiles that reach the diagonal only (j >= 2 * qt; the tiles before it are all below).  It
+  also masks the keys past S of a ragged last key tile for every query that is stored
+  (key <= query < S); the rows of queries past S are computed on zero-filled Q rows and
+  clipped by the store.
 - Heavy blocks first: block.x = 0 takes the last query tile (the most key tiles), so the
   longest blocks start in the first wave and the short ones fill the tail.
 """

@@ -392,6 +392,12 @@ class _Walker:
                         blocks[a.name] = a
         if any(v not in blocks for v in names - {v for v, _ in self._loops}):
             return 1.0
+        for (v, _), n in zip(self._loops, self._loop_nodes, strict=True):
+            if v in names:  # a loop whose bounds depend on the block: count block by block
+                for bound in (n.start, n.stop, n.step):
+                    blocks.update((a.name, a) for a in bound.atoms() if isinstance(a, Var)
+                                  and a.name.startswith("block.") and a.lo is not None
+                                  and a.hi is not None and a.name not in self.ctx.env)
         if blocks:
             return self._block_share(node, names, list(blocks.values()))
         env: dict[str, int] = {"$" + k: int(v) for k, v in self.ctx.env.items()}
