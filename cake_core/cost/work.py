@@ -294,9 +294,9 @@ class _Walker:
         self._missing: set[str] = set()
         self._in_tile = 0
         self._loops: list[tuple[str, range]] = []
+        """The enclosing loops' variables and iterations (when their bounds evaluate)."""
         self._loop_nodes: list[ForOp] = []
         """The enclosing loops themselves, to re-evaluate their bounds block by block."""
-        """The enclosing loops' variables and iterations (when their bounds evaluate)."""
 
     def body(self, nodes: list[Node], role: str, execs: float, loop: int | None, *,
              top: bool = False) -> None:
@@ -433,7 +433,7 @@ class _Walker:
             loops = [(v, self._iterations(n, benv))
                      for (v, _), n in zip(self._loops, self._loop_nodes, strict=True)
                      if v in names]
-            if hits + total + math.prod(len(r) for _, r in loops) > 4 * _MAX_SHARE:
+            if total + math.prod(len(r) for _, r in loops) > 4 * _MAX_SHARE:
                 return 1.0
             env: dict[str, int] = {"$" + k: int(v) for k, v in self.ctx.env.items()}
             env.update(zip((v.name for v in blocks), bvalues, strict=True))
