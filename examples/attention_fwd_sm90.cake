@@ -18,8 +18,10 @@ Design:
   one exp2 per element with log2(e) * scale folded into one fma), the O accumulator
   rescaled by exp2(m_old - m_new), then P = bf16(exp2(...)) stays in registers as the A
   operand of O += P @ V: the wgmma A fragment has the accumulator's layout, no shuffles.
-- S is declared a multiple of BN: the kernel has no key mask yet (a ragged last tile would
-  read zero-filled keys, which score 0 and would take part in the softmax).
+- Ragged S: the key loop runs cdiv(S, BN) tiles; TMA zero-fills the keys of the last tile
+  past S, which would score 0 and take part in the softmax, so that tile masks them to -inf
+  (`col_index` gives each accumulator element its column).  S is a multiple of 8 only
+  because a row of Vt (2 * S bytes) must be a 16-byte TMA stride.
 """
 
 BM, BN = 128, 64
@@ -29,7 +31,7 @@ STAGES = 3
 SCALE_LOG2 = 0.12751743074602467
 
 BH = dim("BH")
-S = dim("S", multiple_of=BN)
+S = dim("S", multiple_of=8)    # Vt rows are 2 * S bytes apart: TMA needs 16-byte strides
 
 @kernel(arch="sm_90a", grid=(cdiv(S, BM), BH), warps=12)
 def attention_fwd_sm90(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH, S, D)],
@@ -46,7 +48,7 @@ def attention_fwd_sm90(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH, S, D)],
         qready.expect_tx(BM * D * 2)
         for h in range(D // DK):
             tma_load(sq[h], Q.tile((1, BM, DK), (block.y, block.x, h)), qready)
-        for j in range(S // BN):
+        for j in range(cdiv(S, BN)):
             st = kv.acquire()
             for h in range(D // DK):
                 tma_load(sk[st, h], K.tile((1, BN, DK), (block.y, j, h)), kv)
@@ -58,12 +60,14 @@ def attention_fwd_sm90(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH, S, D)],
         l = fragment(f32, (BM,))                # running row sum of exp2
         o = fragment(f32, (BM, D), layout=wgmma_acc)
         qready.wait(0)
-        for j in range(S // BN):
+        for j in range(cdiv(S, BN)):
             st = kv.wait()
             s = fragment(f32, (BM, BN), layout=wgmma_acc)
             for h in range(D // DK):
                 wgmma(s, sq[h], sk[st, h].T)
             wgmma_wait(0)
+            if j == cdiv(S, BN) - 1:
+                s = where(lt(col_index(s) + j * BN, S), s, -inf)   # keys past S score -inf
 
             ms = maximum(m, row_max(s) * SCALE_LOG2)   # the new row max
             p = exp2(fma(s, SCALE_LOG2, -unsqueeze(ms, 1)))

@@ -301,6 +301,8 @@ class _Walker:
         self._in_tile = 0
         self._loops: list[tuple[str, range]] = []
         """The enclosing loops' variables and iterations (when their bounds evaluate)."""
+        self._loop_nodes: list[ForOp] = []
+        """The enclosing loops themselves, to re-evaluate their bounds block by block."""
 
     def body(self, nodes: list[Node], role: str, execs: float, loop: int | None, *,
              top: bool = False) -> None:
@@ -319,7 +321,7 @@ class _Walker:
                 self._in_tile -= 1
             elif isinstance(n, ForOp):
                 try:
-                    trips = max(0, evaluate(n.trip_count, self.ctx.env))
+                    trips = self._trips(n.trip_count)
                 except (MissingDimError, ZeroDivisionError) as exc:
                     raise CostError(f"cannot evaluate the trip count of the loop at line "
                                     f"{n.span.start.line + 1}: {exc}") from exc
@@ -327,8 +329,10 @@ class _Walker:
                 self.loop_lines.append(n.span.start.line)
                 var = n.var.sym.name if isinstance(n.var.sym, Var) else n.var.name
                 self._loops.append((var, self._iterations(n)))
+                self._loop_nodes.append(n)
                 self.body(n.body, role, execs * trips, len(self.loop_execs) - 1)
                 self._loops.pop()
+                self._loop_nodes.pop()
             elif isinstance(n, IfOp):
                 share = self._share(n)
                 if share > 0:
@@ -338,9 +342,37 @@ class _Walker:
             elif isinstance(n, Op):
                 self.op(n, role, execs, loop, phase)
 
-    def _iterations(self, loop: ForOp) -> range:
+    def _trips(self, count: SymExpr) -> float:
+        """The trip count of a loop, averaged over the blocks when it depends on the block
+        index.
+
+        A loop bound on `block.x` (causal attention walks the key tiles up to its diagonal
+        only) runs a different number of times in every block; the grid's time is the sum
+        of its blocks' work spread over the SMs, so what a block costs on average is the
+        mean trip count, not the middle block's (a `min` or a `cdiv` makes the two differ)
+        nor the longest block's.  Past `_MAX_SHARE` block combinations the middle of each
+        range stands in (`evaluate`)."""
+        blocks = sorted({a for a in count.atoms() if isinstance(a, Var)
+                         and a.name.startswith("block.") and a.name not in self.ctx.env
+                         and a.lo is not None and a.hi is not None},
+                        key=lambda v: v.name)
+        if not blocks:
+            return float(max(0, evaluate(count, self.ctx.env)))
+        ranges = [range(evaluate(v.lo, self.ctx.env), evaluate(v.hi, self.ctx.env))  # type: ignore[arg-type]
+                  for v in blocks]
+        if not all(ranges) or math.prod(len(r) for r in ranges) > _MAX_SHARE:
+            return float(max(0, evaluate(count, self.ctx.env)))
+        env = dict(self.ctx.env)
+        total = 0
+        for values in itertools.product(*ranges):
+            env.update(zip((v.name for v in blocks), values, strict=True))
+            total += max(0, evaluate(count, env))
+        return total / math.prod(len(r) for r in ranges)
+
+    def _iterations(self, loop: ForOp, env: Mapping[str, int] | None = None) -> range:
+        env = self.ctx.env if env is None else env
         try:
-            return range(*(evaluate(x, self.ctx.env) for x in (loop.start, loop.stop, loop.step)))
+            return range(*(evaluate(x, env) for x in (loop.start, loop.stop, loop.step)))
         except (MissingDimError, ZeroDivisionError, ValueError):
             return range(0)  # bounds that depend on an outer loop: no exact share below
 
@@ -349,21 +381,34 @@ class _Walker:
 
         A condition on dims is decided by the launch sizes (a tail peeled by the parity of
         a trip count prices only the tail that runs); one on enclosing loop variables is
-        counted over their iterations (`if k + 1 < n` runs n - 1 times in n).  Any other
-        (a block index, a lane, a scalar parameter) counts both sides in full: an upper
-        bound."""
+        counted over their iterations (`if k + 1 < n` runs n - 1 times in n), and over the
+        blocks too when it names the block index (`_block_share`).  Any other (a lane, a
+        scalar parameter) counts both sides in full: an upper bound."""
         if node.elected:
             return 1.0
         names: set[str] = set()
+        blocks: dict[str, Var] = {}
         for leaf in condition_leaves(node.cond):
             if not isinstance(leaf, SymExpr):
                 return 1.0
             for a in leaf.atoms():
                 if isinstance(a, Var):
                     names.add(a.name)
+                    if a.name.startswith("block.") and a.lo is not None and a.hi is not None:
+                        blocks[a.name] = a
+        if any(v not in blocks for v in names - {v for v, _ in self._loops}):
+            return 1.0
+        for (v, _), n in zip(self._loops, self._loop_nodes, strict=True):
+            if v in names:  # a loop whose bounds depend on the block: count block by block
+                for bound in (n.start, n.stop, n.step):
+                    blocks.update((a.name, a) for a in bound.atoms() if isinstance(a, Var)
+                                  and a.name.startswith("block.") and a.lo is not None
+                                  and a.hi is not None and a.name not in self.ctx.env)
+        if blocks:
+            return self._block_share(node, names, list(blocks.values()))
         env: dict[str, int] = {"$" + k: int(v) for k, v in self.ctx.env.items()}
         loops = [(v, r) for v, r in self._loops if v in names]
-        if names - {v for v, _ in loops} or math.prod(len(r) for _, r in loops) > _MAX_SHARE:
+        if math.prod(len(r) for _, r in loops) > _MAX_SHARE:
             return 1.0
         hits = total = 0
         for values in itertools.product(*(r for _, r in loops)):
@@ -372,6 +417,38 @@ class _Walker:
             if t is None:
                 return 1.0
             hits, total = hits + t, total + 1
+        return hits / total if total else 1.0
+
+    def _block_share(self, node: IfOp, names: set[str], blocks: list[Var]) -> float:
+        """`_share` of a condition on the block index (`if j >= 2 * qt` masks only the
+        diagonal key tiles of causal attention): its hits over every block's iterations of
+        the enclosing loops, whose bounds may depend on the block as well, over all those
+        iterations.  That matches executions priced with the mean trip count (`_trips`).
+        Past `_MAX_SHARE` combinations both sides count in full: an upper bound."""
+        try:
+            ranges = [range(evaluate(v.lo, self.ctx.env), evaluate(v.hi, self.ctx.env))  # type: ignore[arg-type]
+                      for v in blocks]
+        except (MissingDimError, ZeroDivisionError):
+            return 1.0
+        if math.prod(len(r) for r in ranges) > _MAX_SHARE:
+            return 1.0
+        hits = total = 0
+        for bvalues in itertools.product(*ranges):
+            benv = dict(self.ctx.env)
+            benv.update(zip((v.name for v in blocks), bvalues, strict=True))
+            loops = [(v, self._iterations(n, benv))
+                     for (v, _), n in zip(self._loops, self._loop_nodes, strict=True)
+                     if v in names]
+            if total + math.prod(len(r) for _, r in loops) > 4 * _MAX_SHARE:
+                return 1.0
+            env: dict[str, int] = {"$" + k: int(v) for k, v in self.ctx.env.items()}
+            env.update(zip((v.name for v in blocks), bvalues, strict=True))
+            for values in itertools.product(*(r for _, r in loops)):
+                env.update(zip((v for v, _ in loops), values, strict=True))
+                t = truth(node.cond, env)
+                if t is None:
+                    return 1.0
+                hits, total = hits + t, total + 1
         return hits / total if total else 1.0
 
     def _branch(self, nodes: list[Node], role: str, execs: float, loop: int | None,

@@ -43,7 +43,9 @@ TASK = Task(
             Shape({"BH": 256, "S": 1024}, 0.5),
             Shape({"BH": 64, "S": 8192}, 0.5)),
     sim_shapes=(Shape({"BH": 2, "S": 128}),
-                Shape({"BH": 3, "S": 192}, label="query tile past S")),
+                Shape({"BH": 3, "S": 192}, label="query tile past S"),
+                Shape({"BH": 2, "S": 104}, label="ragged: last key tile 40 of 64"),
+                Shape({"BH": 3, "S": 200}, label="ragged: last key tile 8 of 64")),
     # O is a convex combination of V rows (|V| ~ 1): errors are absolute.  P is rounded to
     # bf16 before P @ V (2^-9 relative per weight) while the reference keeps it exact, and
     # O itself is rounded to bf16; 2e-2 absolute / 2e-2 relative is several times the sum

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,9 +15,9 @@ from cake_core.cost.exposure import load_exposure
 from cake_core.cost.model import KernelProfile, estimate, predict, profile
 from cake_core.cost.record import ONCE, PIPELINED, SERIAL
 from cake_core.hardware import get_gpu
-from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role
-from cake_core.ir.symbolic import Var
-from cake_core.verify.unroll import truth
+from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, walk_nodes
+from cake_core.ir.symbolic import SymExpr, Var
+from cake_core.verify.unroll import condition_leaves, truth
 
 DATA = Path(__file__).resolve().parent / "data"
 H100, H200 = get_gpu("h100"), get_gpu("h200")
@@ -137,17 +138,18 @@ def _expected_execs(kernel: Kernel, p: KernelProfile) -> dict[int, float]:
     tile_loops = p.tile_loops.loops if p.tile_loops is not None else frozenset()
     out: dict[int, float] = {}
     env: dict[str, int] = {"$" + d: v for d, v in p.dims.items()}
+    dims_at: dict[str, int] = dict(p.dims)
 
     def visit(nodes: list[Node], execs: float) -> None:
         """Runs the loops iteration by iteration, so a runtime `if` on loop variables and
-        dims takes the side its condition picks; on anything else (a block index, a lane)
-        both sides count in full."""
+        dims takes the side its condition picks, and so does one on the block index, every
+        block walked in turn; on anything else (a lane) both sides count in full."""
         for n in nodes:
             if isinstance(n, Role) or (isinstance(n, ForOp) and id(n) in tile_loops):
                 visit(n.body, execs)
             elif isinstance(n, ForOp):
                 var = n.var.sym.name if isinstance(n.var.sym, Var) else n.var.name
-                for i in range(*(evaluate(x, p.dims) for x in (n.start, n.stop, n.step))):
+                for i in range(*(evaluate(x, dims_at) for x in (n.start, n.stop, n.step))):
                     env[var] = i
                     visit(n.body, execs)
                 env.pop(var, None)
@@ -160,7 +162,21 @@ def _expected_execs(kernel: Kernel, p: KernelProfile) -> dict[int, float]:
             elif isinstance(n, Op):
                 out[id(n)] = out.get(id(n), 0.0) + execs
 
-    visit(kernel.body, 1.0)
+    # a loop bound or a condition on the block index: every block walked, then the mean
+    blocks: dict[str, Var] = {}
+    for n in walk_nodes(kernel.body):
+        exprs = [n.start, n.stop, n.step] if isinstance(n, ForOp) and id(n) not in tile_loops \
+            else [x for x in condition_leaves(n.cond) if isinstance(x, SymExpr)] \
+            if isinstance(n, IfOp) else []
+        blocks.update((a.name, a) for x in exprs for a in x.atoms()
+                      if isinstance(a, Var) and a.name.startswith("block.") and a.hi is not None)
+    names = sorted(blocks)
+    ranges = [range(evaluate(blocks[b].hi, p.dims)) for b in names]  # type: ignore[arg-type]
+    combos = list(itertools.product(*ranges))
+    for values in combos:
+        env.update(zip(names, values, strict=True))
+        dims_at.update(zip(names, values, strict=True))
+        visit(kernel.body, 1.0 / len(combos))
     return out
 
 

@@ -1,0 +1,58 @@
+"""Causal attention forward: O = softmax(mask(Q @ K.T / sqrt(D))) @ V, query q attending
+to keys k <= q, bf16 in and out.
+
+Same inputs and layouts as attention_fwd (Q, K, O (BH, S, D); V transposed, Vt (BH, D, S)).
+The headline is batch 16 x 16 heads, S = 4096, D = 128.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cake_core.tasks import KernelEntry, Shape, Task, Tolerance, as_dtype
+
+D = 128
+
+
+def inputs(dims, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    bh, s = dims["BH"], dims["S"]
+    return {"Q": as_dtype(rng.standard_normal((bh, s, D)), "bf16"),
+            "K": as_dtype(rng.standard_normal((bh, s, D)), "bf16"),
+            "Vt": as_dtype(rng.standard_normal((bh, D, s)), "bf16")}
+
+
+def reference(x: dict[str, np.ndarray], dims) -> dict[str, np.ndarray]:
+    q = x["Q"].astype(np.float64)
+    k = x["K"].astype(np.float64)
+    v = np.swapaxes(x["Vt"].astype(np.float64), 1, 2)
+    s = q @ np.swapaxes(k, 1, 2) / np.sqrt(D)
+    n = s.shape[-1]
+    s = np.where(np.tril(np.ones((n, n), dtype=bool)), s, -np.inf)   # key <= query
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    o = (p @ v) / p.sum(axis=-1, keepdims=True)
+    return {"O": as_dtype(o, "bf16")}
+
+
+TASK = Task(
+    name="attention_fwd_causal",
+    description=__doc__.strip().splitlines()[0],
+    kernels=(KernelEntry("../attention_fwd_sm90_causal.cake", "attention_fwd_sm90_causal"),),
+    inputs=inputs,
+    reference=reference,
+    outputs=("O",),
+    shapes=(Shape({"BH": 256, "S": 4096}, 1.0, "headline: batch 16 x 16 heads"),
+            Shape({"BH": 256, "S": 1024}, 0.5),
+            Shape({"BH": 64, "S": 8192}, 0.5)),
+    sim_shapes=(Shape({"BH": 2, "S": 128}),
+                Shape({"BH": 2, "S": 256}, label="two query tiles, four key tiles"),
+                Shape({"BH": 3, "S": 192}, label="query tile past S"),
+                Shape({"BH": 2, "S": 104}, label="ragged: last key tile 40 of 64"),
+                Shape({"BH": 3, "S": 200}, label="ragged: last key tile 8 of 64")),
+    # As attention_fwd: O is a convex combination of V rows (|V| ~ 1), P is rounded to bf16
+    # before P @ V and O to bf16 at the end.  The first queries average one or a few keys,
+    # so O there is close to a single V row (up to ~4 in size) and its bf16 rounding alone
+    # is up to 2^-8 * 4 = 0.016: hence atol 2e-2 with rtol 2e-2, the non-causal values.
+    tolerances={"bf16": Tolerance(atol=2e-2, rtol=2e-2)},
+    baseline="torch.nn.functional.scaled_dot_product_attention(is_causal=True) on bf16 "
+             "CUDA tensors (V transposed back), same shapes",
+)
