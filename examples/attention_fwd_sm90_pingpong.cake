@@ -22,7 +22,7 @@ SCALE_LOG2 = 0.12751743074602467   # log2(e) / sqrt(D)
 WG1_TURN, WG0_TURN = 1, 2
 
 BH = dim("BH")
-S = dim("S", multiple_of=8)    # Vt rows are 2 * S bytes apart: TMA needs 16-byte strides
+S = dim("S", multiple_of=BN)
 
 @kernel(arch="sm_90a", grid=(cdiv(S, 2 * BM), BH), warps=12)
 def attention_fwd_sm90_pingpong(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH, S, D)],
@@ -40,7 +40,7 @@ def attention_fwd_sm90_pingpong(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH
         for r in range(2):
             for h in range(D // DK):
                 tma_load(sq[r, h], Q.tile((1, BM, DK), (block.y, 2 * block.x + r, h)), qready)
-        for j in range(cdiv(S, BN)):
+        for j in range(S // BN):
             st = kv.acquire()
             for h in range(D // DK):
                 tma_load(sk[st, h], K.tile((1, BN, DK), (block.y, j, h)), kv)
@@ -52,7 +52,7 @@ def attention_fwd_sm90_pingpong(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH
         l = fragment(f32, (BM,))             # running row sum
         o = fragment(f32, (BM, D), layout=wgmma_acc)
         qready.wait(0)
-        for j in range(cdiv(S, BN)):
+        for j in range(S // BN):
             st = kv.wait()
             if j > 0:
                 barrier_sync(WG0_TURN, 8)    # wg1 has issued tile j - 1
@@ -63,8 +63,6 @@ def attention_fwd_sm90_pingpong(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH
             wgmma_wait(0)                    # S(j), and P(j-1) @ V(j-1)
             if j > 0:
                 kv.release()                 # stage of tile j - 1
-            if j == cdiv(S, BN) - 1:
-                s = where(lt(col_index(s) + j * BN, S), s, -inf)   # keys past S score -inf
             ms = maximum(m, row_max(s) * SCALE_LOG2)
             p = exp2(fma(s, SCALE_LOG2, -unsqueeze(ms, 1)))
             alpha = exp2(m - ms)             # 0 on the first tile (m = -inf)
@@ -82,19 +80,17 @@ def attention_fwd_sm90_pingpong(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH
         l = fragment(f32, (BM,))             # running row sum
         o = fragment(f32, (BM, D), layout=wgmma_acc)
         qready.wait(0)
-        for j in range(cdiv(S, BN)):
+        for j in range(S // BN):
             st = kv.wait()
             barrier_sync(WG1_TURN, 8)        # wg0 has issued tile j
             s = fragment(f32, (BM, BN), layout=wgmma_acc)
             for h in range(D // DK):
                 wgmma(s, sq[1, h], sk[st, h].T)
-            if j < cdiv(S, BN) - 1:
+            if j < S // BN - 1:
                 barrier_arrive(WG0_TURN, 8)  # wg0 may issue tile j + 1
             wgmma_wait(0)                    # S(j), and P(j-1) @ V(j-1)
             if j > 0:
                 kv.release()                 # stage of tile j - 1
-            if j == cdiv(S, BN) - 1:
-                s = where(lt(col_index(s) + j * BN, S), s, -inf)   # keys past S score -inf
             ms = maximum(m, row_max(s) * SCALE_LOG2)
             p = exp2(fma(s, SCALE_LOG2, -unsqueeze(ms, 1)))
             alpha = exp2(m - ms)             # 0 on the first tile (m = -inf)

@@ -41,7 +41,8 @@ def test_the_simulator_matches_the_reference(path: Path) -> None:
     task = load_task("attention_fwd")
     report = run_task(task, SimKernel.from_file(path, path.stem), n_schedules=2)
     assert report.passed, [(s.dims, s.error) for s in report.shapes]
-    assert len(report.shapes) == 4
+    # the ping-pong kernel takes S a multiple of its key tile only (its task entry says so)
+    assert len(report.shapes) == (2 if path == PINGPONG else 4)
 
 
 def test_a_wrong_rescale_is_caught_by_the_reference() -> None:
@@ -59,18 +60,16 @@ def test_the_emulated_lowering_matches_the_reference(path: Path) -> None:
     out = CliRunner().invoke(main, ["run", str(path), "--task", "attention_fwd",
                                     "--emulate"])
     assert out.exit_code == 0, out.output
-    assert "4/4 shapes correct" in out.output
+    assert ("2/2" if path == PINGPONG else "4/4") + " shapes correct" in out.output
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 @pytest.mark.parametrize("path", BOTH)
 def test_nvcc_builds_it_without_spills(path: Path) -> None:
     out = CliRunner().invoke(main, ["compile", str(path)])
-    assert out.exit_code == (1 if path == PINGPONG else 0), out.output   # 1: a warning
+    assert out.exit_code == 0, out.output
     assert "spills 0 B stores / 0 B loads" in out.output, out.output
-    # the ping-pong's ragged key mask makes ptxas serialize its wgmmas (see Limits in
-    # docs/kernels/attention.md); the plain kernel builds clean
-    assert ("CK604" in out.output) == (path == PINGPONG), out.output
+    assert "CK604" not in out.output, out.output  # no serialized wgmmas
 
 
 # --- hazards of the two GEMMs: O rescaled in flight (CK306), P overwritten in flight (CK328) --

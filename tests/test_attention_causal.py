@@ -60,10 +60,10 @@ def test_the_non_causal_kernel_fails_the_causal_reference() -> None:
     assert not _sim(PLAIN.read_text(encoding="utf-8"), "attention_fwd_causal", "plain")
 
 
-@pytest.mark.parametrize("path", [PLAIN, PINGPONG], ids=["plain", "pingpong"])
-def test_dropping_the_ragged_key_mask_fails_the_reference(path: Path) -> None:
-    """Zero-filled keys past S score 0 and would join the softmax of the last tile."""
-    text = path.read_text(encoding="utf-8")
+def test_dropping_the_ragged_key_mask_fails_the_reference() -> None:
+    """Zero-filled keys past S score 0 and would join the softmax of the last tile.  (The
+    ping-pong kernel has no key mask: it takes S a multiple of its key tile.)"""
+    text = PLAIN.read_text(encoding="utf-8")
     assert RAGGED in text
     assert _sim(text, "attention_fwd", "ragged")
     assert not _sim(text.replace(RAGGED, "s = s * 1.0"), "attention_fwd", "mutant")

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 STEMS = ["gemm_sm80", "gemm_sm90", "kmeans_assign_sm90", "kmeans_assign_sm90_dbuf",
          "kmeans_assign_sm90_pingpong", "tinygemm_sm90", "attention_fwd_sm90",
          "attention_fwd_sm90_pingpong", "attention_fwd_sm90_causal", "gemm_sm90_persistent"]
-SERIALIZED = {"attention_fwd_sm90_pingpong": ["CK604"]}
+SERIALIZED: dict[str, list[str]] = {}
 """Examples ptxas builds with serialized wgmma.  The ping-pong attention's ragged key mask
 (a select on the S accumulator of the last key tile, in every form tried) makes ptxas
 serialize its wgmmas; the causal variant, with the same schedule and a mask in the same
