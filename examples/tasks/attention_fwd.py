@@ -43,9 +43,14 @@ TASK = Task(
     inputs=inputs,
     reference=reference,
     outputs=("O",),
+    # a grid over sequence length and batch * heads (the portfolio's buckets): short
+    # prompts with many heads to one long context
     shapes=(Shape({"BH": 256, "S": 4096}, 1.0, "headline: batch 16 x 16 heads"),
             Shape({"BH": 256, "S": 1024}, 0.5),
-            Shape({"BH": 64, "S": 8192}, 0.5)),
+            Shape({"BH": 64, "S": 8192}, 0.5),
+            Shape({"BH": 1024, "S": 512}, 0.5, "short prompts, batch 32 x 32 heads"),
+            Shape({"BH": 128, "S": 2048}, 0.5),
+            Shape({"BH": 32, "S": 16384}, 0.5, "one long context, 32 heads")),
     sim_shapes=(Shape({"BH": 2, "S": 128}),
                 Shape({"BH": 3, "S": 192}, label="query tile past S"),
                 Shape({"BH": 2, "S": 104}, label="ragged: last key tile 40 of 64"),
@@ -57,4 +62,5 @@ TASK = Task(
     tolerances={"bf16": Tolerance(atol=2e-2, rtol=2e-2)},
     baseline="torch.nn.functional.scaled_dot_product_attention on bf16 CUDA tensors "
              "(V transposed back), same shapes",
+    fixed={"D": D},   # the head dim: one task per head dim, one dispatcher over them all
 )

@@ -55,4 +55,5 @@ TASK = Task(
     tolerances={"bf16": Tolerance(atol=2e-2, rtol=2e-2)},
     baseline="torch.nn.functional.scaled_dot_product_attention(is_causal=True) on bf16 "
              "CUDA tensors (V transposed back), same shapes",
+    fixed={"D": D},   # the head dim: one task per head dim, one dispatcher over them all
 )
