@@ -737,6 +737,17 @@ def test_arrival_counting_only_its_own_warps_orders_nothing() -> None:
     assert d.span.start.line + 1 == line_of(bad, "barrier_arrive(WG1_TURN, 4)")
 
 
+def test_arrivals_of_successive_turns_that_nobody_waits_for_order_nothing() -> None:
+    """dist1 never syncs on its turn: two of dist0's 4-warp arrivals fill the 8-warp count,
+    so nothing deadlocks and nothing races, yet the two roles no longer take turns."""
+    sync = "            barrier_sync(WG1_TURN, 8)"
+    assert KMEANS_PINGPONG.count(sync) == 1
+    bad = KMEANS_PINGPONG.replace(sync, "            pass")
+    d = only(bad, "CK320")
+    assert "completes with 2 `barrier_arrive`s and no `barrier_sync`" in d.message
+    assert d.span.start.line + 1 == line_of(bad, "barrier_arrive(WG1_TURN, 8)")
+
+
 def test_sides_naming_different_counts() -> None:
     bad = edit(KMEANS_PINGPONG, "barrier_arrive(WG1_TURN, 8)", "barrier_arrive(WG1_TURN, 12)")
     d = only(bad, "CK319")

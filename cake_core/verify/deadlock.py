@@ -68,6 +68,7 @@ class _Named:
     done: dict[int, Clock] = field(default_factory=dict)
     ops: list[tuple[int, Op]] = field(default_factory=list)  # the open generation's arrivals
     need: int = 0  # the count its first arrival named
+    waiters: int = 0  # the open generation's `barrier_sync`s
 
 
 @dataclass(slots=True)
@@ -208,14 +209,15 @@ class Engine:
         nb.warps += self.agents[i].warps
         nb.arrived.add(i)
         nb.ops.append((i, op))
+        nb.waiters += s.wait
         _join(nb.pending, self.clock[i])
         self.clock[i][i] += 1
         if nb.warps >= s.warps:
-            if not s.wait and len(nb.ops) == 1:
-                self.arrival_alone(i, s, op)
+            if nb.waiters == 0:
+                self.arrival_alone(i, s, op, len(nb.ops))
             nb.done[gen] = dict(nb.pending)
             nb.generation += 1
-            nb.warps, nb.arrived, nb.pending, nb.ops = 0, set(), {}, []
+            nb.warps, nb.arrived, nb.pending, nb.ops, nb.waiters = 0, set(), {}, [], 0
         if not s.wait:
             return True
         if nb.generation > gen:
@@ -337,19 +339,30 @@ class Engine:
             related=[Related(r.op.span, "the unfenced write")]))
 
     # -- named barriers that order nothing (CK320) or are left open (CK319) --
-    def arrival_alone(self, i: int, s: BarrierSync, op: Op) -> None:
-        """A `barrier_arrive` whose own warps complete the generation: nobody can be waiting
-        in it, so the arrival orders nothing (the count leaves out the waiting side)."""
+    def arrival_alone(self, i: int, s: BarrierSync, op: Op, arrivals: int) -> None:
+        """A generation of a named barrier completed by `barrier_arrive`s only: nobody was
+        waiting in it, so the arrivals order nothing.  One arrival: its own warps reach the
+        count (the count leaves out the waiting side).  Several: arrivals of successive
+        turns add up to the count, because the `barrier_sync` meant to meet them is missing
+        or counted elsewhere."""
         if ("alone", id(op)) in self._seen:
             return
         self._seen.add(("alone", id(op)))
         a = self.agents[i]
+        if arrivals == 1:
+            self.diagnostics.append(codes.NAMED_ARRIVE_ALONE.at(
+                op.span, f"`barrier_arrive({s.id}, {s.warps})` by {a.label} ({a.warps} warps) "
+                f"completes named barrier {s.id} on its own: no warp can be waiting in it, "
+                "so the arrival orders nothing",
+                notes=[f"count both sides: the {a.warps} arriving warps plus the warps that "
+                       f"`barrier_sync({s.id}, ...)` waits with"]))
+            return
         self.diagnostics.append(codes.NAMED_ARRIVE_ALONE.at(
-            op.span, f"`barrier_arrive({s.id}, {s.warps})` by {a.label} ({a.warps} warps) "
-            f"completes named barrier {s.id} on its own: no warp can be waiting in it, so "
-            "the arrival orders nothing",
-            notes=[f"count both sides: the {a.warps} arriving warps plus the warps that "
-                   f"`barrier_sync({s.id}, ...)` waits with"]))
+            op.span, f"named barrier {s.id} completes with {arrivals} `barrier_arrive`s and "
+            f"no `barrier_sync`: this arrival by {a.label} and the earlier ones add up to "
+            f"its {s.warps} warps while nobody waits, so they order nothing",
+            notes=[f"the side that should wait needs `barrier_sync({s.id}, {s.warps})` "
+                   "between the arrivals it is meant to follow"]))
 
     def count_mismatch(self, i: int, s: BarrierSync, op: Op, nb: _Named) -> None:
         """Arrivals of one generation that disagree on the barrier's warp count: the
