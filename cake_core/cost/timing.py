@@ -7,8 +7,11 @@ Per wave of resident blocks:
   L2->SM bandwidth (each summed over the blocks sharing an SM), DRAM time of the wave's
   distinct bytes, the pipeline latency bound (an iteration cannot be shorter than the
   memory round trip divided by the iterations in flight, `stages - 1`), and each role's
-  own chain of compute, synchronization and issue (roles overlap, a role does not
-  overlap itself);
+  own chain of compute, synchronization and issue (`role_chains`: roles overlap each
+  other; within a role only the CUDA-core work issued while one of its wgmma groups is in
+  flight overlaps its tensor work, `overlapped_cuda` says which; the two pipes then share
+  issue slots and register-file ports, the `pipe_contention` share; warpgroups staggered
+  by named barriers overlap one's MMA with another's math);
 - plus what cannot overlap: the pipeline fill (`fill`: one round trip and the first
   stage; only once for a persistent kernel whose producer runs ahead across tiles), loads
   every iteration waits for (`waited`; `exposure.py` says which), the prologue and

@@ -30,6 +30,7 @@ EXAMPLES = [
     ("kmeans_assign", "examples/kmeans_assign_sm90_pingpong.cake", "kmeans_assign_sm90_pingpong"),
     ("attention_fwd", "examples/attention_fwd_sm90.cake", "attention_fwd_sm90"),
     ("attention_fwd", "examples/attention_fwd_sm90_pingpong.cake", "attention_fwd_sm90_pingpong"),
+    ("attention_fwd", "examples/attention_fwd_sm90_fa3.cake", "attention_fwd_sm90_fa3"),
 ]
 
 
