@@ -95,7 +95,7 @@ def test_the_emulated_lowering_matches_the_reference() -> None:
     out = CliRunner().invoke(main, ["run", str(FA3), "--task", "attention_fwd", "--emulate",
                                     "--dims", "BH=1,S=192"])
     assert out.exit_code == 0, out.output
-    assert "PASS" in out.output and "FAIL" not in out.output
+    assert "1/1 shapes correct" in out.output, out.output
 
 
 def _compile() -> str:
