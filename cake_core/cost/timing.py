@@ -7,8 +7,11 @@ Per wave of resident blocks:
   L2->SM bandwidth (each summed over the blocks sharing an SM), DRAM time of the wave's
   distinct bytes, the pipeline latency bound (an iteration cannot be shorter than the
   memory round trip divided by the iterations in flight, `stages - 1`), and each role's
-  own chain of compute, synchronization and issue (roles overlap, a role does not
-  overlap itself);
+  own chain of compute, synchronization and issue (`role_chains`: roles overlap each
+  other; within a role only the CUDA-core work issued while one of its wgmma groups is in
+  flight overlaps its tensor work, `overlapped_cuda` says which; the two pipes then share
+  issue slots and register-file ports, the `pipe_contention` share; warpgroups staggered
+  by named barriers overlap one's MMA with another's math);
 - plus what cannot overlap: the pipeline fill (`fill`: one round trip and the first
   stage; only once for a persistent kernel whose producer runs ahead across tiles), loads
   every iteration waits for (`waited`; `exposure.py` says which), the prologue and
@@ -217,20 +220,28 @@ class _Pricing:
 
     def role_chains(self) -> dict[str, Chain]:
         """Each role's own bound; roles overlap each other.  Within a role (tensor time T,
-        CUDA-core time C, waits and issue S, per block):
+        CUDA-core time C, waits and issue S, per block), C is split by where its ops run
+        relative to the role's asynchronous MMAs (`overlapped_cuda`): `Co` runs while one
+        of the role's wgmma groups is in flight (issued, not yet retired by a
+        `wgmma_wait(n)`), so it can share time with the tensor pipe; `Cx` runs with
+        nothing in flight (after a `wgmma_wait(0)`, before the next issue) and cannot.
+        With `pipes(T, Co) = max(T, Co) + contention x min(T, Co)`, the contention share
+        being what issue slots and register-file ports leave unhidden:
 
-        - a role that drains the tensor pipe every iteration (`wgmma_wait(0)` in its loop),
-          or whose MMA is synchronous (`mma.sync`), runs MMA, then math, then waits:
-          `T + C + S`;
-        - one that keeps an MMA group in flight overlaps its math and waits with the
-          tensor pipe: `max(T, C + S) + contention x min(T, C)`, the contention share being
-          what issue slots and register-file ports leave unhidden;
+        - an MMA that is synchronous to the warps that issue it (`mma.sync`) is a drain
+          with `Co = 0`: `T + C + S`;
+        - a role that drains the tensor pipe every iteration (`wgmma_wait(0)` in its loop):
+          `pipes(T, Co) + Cx + S`; the drain keeps the next iteration's MMAs from starting
+          before the wait, so the waits add.  `Co = 0` (wait right after the issue) is
+          `T + C + S`; the CUDA work between an issue and its `wgmma_wait(0)` overlaps;
+        - one that keeps an MMA group in flight across iterations overlaps its waits with
+          the tensor pipe as well: `max(pipes(T, Co), Co + S) + Cx`;
         - the warpgroups of one role wait on the same stages and share the tensor cores
           fairly, so they run in lockstep: the formulas above hold for the role as a
           whole.  Warpgroups staggered by named barriers (a ping-pong schedule) overlap
           one's MMA with another's math: the longer of one warpgroup's sequence,
-          `(T + C) / g + S` (`max(T, C) / g + S` without a drain), and the pipes they keep
-          busy, `max(T, C) + contention x min(T, C)`.
+          `(max(T, Co) + Cx) / g + S`, and the pipes they keep busy,
+          `max(T, C) + contention x min(T, C)`.
         - consumer roles of one pipeline are released by the same stage, so they are priced
           as one role of all their warpgroups (`lockstep_groups`): in lockstep, or as a
           ping-pong when every one of them meets the others at named barriers."""
@@ -249,17 +260,48 @@ class _Pricing:
             families = {t.family for i in idx if (t := ops[i].record.tensor) is not None}
             asynchronous = bool(families & ASYNC_MMA)
             drains = "wgmma_wait0" in kinds or not asynchronous
+            if families <= {"wgmma"} and asynchronous:
+                over = self.overlapped_cuda(group)
+                co = sum(times[i].cuda * ops[i].execs for i in idx if over[i])
+            else:  # no wgmma group to follow: a drain exposes all, no drain hides all
+                co = 0.0 if drains else cu
+            cx = cu - co
             pipes = max(tc, cu) + kappa * min(tc, cu)
             g = sum(self.warpgroups(role) for role in group)
             if g > 1 and all("named_barrier" in self.sync_kinds(r) for r in group):
-                one = ((tc + cu) if drains else max(tc, cu)) / g + waits
+                one = (max(tc, co) + cx) / g + waits
                 secs = max(one, pipes)
             elif drains:
-                secs = tc + cu + waits
+                secs = max(tc, co) + kappa * min(tc, co) + cx + waits
             else:
-                secs = max(pipes, cu + waits)
+                secs = max(max(tc, co) + kappa * min(tc, co), co + waits) + cx
             chains["role:" + "+".join(group)] = (secs, idx, comp, syn)
         return chains
+
+    def overlapped_cuda(self, group: tuple[str, ...]) -> dict[int, bool]:
+        """Steady op -> whether it runs while its role has a wgmma group in flight.
+
+        Each role's steady ops are walked in program order, twice: the second pass starts
+        with what the end of the first left in flight, as the next iteration of the loop
+        does.  A `wgmma` puts a group in flight; `wgmma_wait(n)` retires all but the `n`
+        newest, so only `n = 0` leaves none.  Whether some group is in flight is all
+        that matters here, so the exact number of groups is not followed."""
+        ops = self.p.ops
+        out: dict[int, bool] = {}
+        for role in group:
+            idx = [i for i in self.steady if ops[i].role == role]
+            busy = False
+            for _ in range(2):
+                for i in idx:
+                    w = ops[i]
+                    t = w.record.tensor
+                    if t is not None and t.family == "wgmma":
+                        busy = True
+                    elif w.op.prim.key.endswith("wgmma_wait") and \
+                            any(kind == "wgmma_wait0" for kind, _ in w.record.sync):
+                        busy = False
+                    out[i] = busy
+        return out
 
     def sync_kinds(self, role: str) -> set[str]:
         """The kinds of synchronisation a role's steady ops perform."""
