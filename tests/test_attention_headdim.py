@@ -22,7 +22,6 @@ from cake_core.tasks import Task, load_task
 from cake_core.verify.smem_plan import smem_plan
 
 ROOT = Path(__file__).resolve().parents[1]
-TASKS = ROOT / "examples" / "tasks"
 CASES = [pytest.param(64, id="d64"), pytest.param(256, id="d256")]
 #: The scale constant each kernel folds into exp2, log2(e) / sqrt(D).
 SCALES = {64: "0.18033688011112042", 256: "0.09016844005556021"}
@@ -33,7 +32,7 @@ def _path(d: int) -> Path:
 
 
 def _task(d: int) -> Task:
-    return load_task(str(TASKS / f"attention_fwd_d{d}.py"))
+    return load_task(f"attention_fwd_d{d}")
 
 
 @pytest.mark.parametrize("d", CASES)
@@ -94,8 +93,8 @@ def test_d256_fits_two_stages_in_shared_memory_and_o_in_registers() -> None:
 @pytest.mark.skipif(not host_compiler_present(), reason="needs a host C++ compiler")
 @pytest.mark.parametrize("d", CASES)
 def test_the_emulated_lowering_matches_the_reference(d: int) -> None:
-    out = CliRunner().invoke(main, ["run", str(_path(d)), "--task",
-                                    str(TASKS / f"attention_fwd_d{d}.py"), "--emulate"])
+    out = CliRunner().invoke(main, ["run", str(_path(d)), "--task", f"attention_fwd_d{d}",
+                                    "--emulate"])
     assert out.exit_code == 0, out.output
     assert "2/2 shapes correct" in out.output
 

@@ -30,10 +30,8 @@ EXAMPLES = [
     ("kmeans_assign", "examples/kmeans_assign_sm90_pingpong.cake", "kmeans_assign_sm90_pingpong"),
     ("attention_fwd", "examples/attention_fwd_sm90.cake", "attention_fwd_sm90"),
     ("attention_fwd", "examples/attention_fwd_sm90_pingpong.cake", "attention_fwd_sm90_pingpong"),
-    ("examples/tasks/attention_fwd_d64.py", "examples/attention_fwd_sm90_d64.cake",
-     "attention_fwd_sm90_d64"),
-    ("examples/tasks/attention_fwd_d256.py", "examples/attention_fwd_sm90_d256.cake",
-     "attention_fwd_sm90_d256"),
+    ("attention_fwd_d64", "examples/attention_fwd_sm90_d64.cake", "attention_fwd_sm90_d64"),
+    ("attention_fwd_d256", "examples/attention_fwd_sm90_d256.cake", "attention_fwd_sm90_d256"),
 ]
 #: Query tiles other than the 128 of _ragged: the D = 64 kernel's block owns 192 rows, and
 #: its S is a multiple of its 128-key tile, so its ragged shape is S = 256.
@@ -52,7 +50,7 @@ def test_example_matches_task_reference(task_name: str, source: str, kernel: str
     path = ROOT / source
     if not path.is_file():
         pytest.skip(f"{source} is not written yet")
-    task = load_task(str(ROOT / task_name) if task_name.endswith(".py") else task_name)
+    task = load_task(task_name)
     sk = SimKernel.from_file(path, kernel)
     report = run_task(task, sk, n_schedules=2)
     assert len(report.shapes) >= 2
