@@ -115,6 +115,9 @@ _UNCLOSED_CALL = ("an empty call left open (`kv.release(`) right before a dedent
                   "lines as its arguments: the repair closes it too late")
 KNOWN: dict[str, str] = {"attention_fwd_sm90_pingpong.cake:74:close@3678": _UNCLOSED_CALL,
                          "attention_fwd_sm90_causal.cake:83:close@4420": _UNCLOSED_CALL,
+                         "attention_fwd_sm90_d256.cake:77:close@3861": _UNCLOSED_CALL,
+                         "attention_fwd_sm90_d64.cake:85:close@4566": _UNCLOSED_CALL,
+                         "attention_fwd_sm90_d64.cake:115:close@6164": _UNCLOSED_CALL,
                          "gemm_sm90_persistent.cake:32:comma@1370": _TUPLE_TARGET,
                          "gemm_sm90_persistent.cake:41:comma@1777": _TUPLE_TARGET,
                          "gemm_sm90_expert.cake:48:comma@2533": _TUPLE_TARGET,
