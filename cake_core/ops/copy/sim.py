@@ -161,7 +161,7 @@ def load_scalar(op: Op, ctx: SimContext) -> int:
     t = ctx.arg(op, "src")
     assert isinstance(t, GlobalTensor)
     raw = ctx.arg(op, "index")
-    idx = tuple(int(i) for i in (raw if isinstance(raw, tuple) else (raw,)))  # type: ignore[call-overload]
+    idx = tuple(int(i) for i in (raw if isinstance(raw, tuple) else (raw,)))
     if any(not 0 <= i < n for i, n in zip(idx, t.shape, strict=True)):
         raise GlobalFault(f"load_scalar reads `{t.name}`{list(idx)}, outside its shape "
                           f"{t.shape}")
