@@ -133,3 +133,15 @@ def test_the_lowered_loads_match_under_emulation(tmp_path: Path) -> None:
                         emulate_seed=0)
     outcome = bench(path, None, load_task(str(DATA / "segment_mask_task.py")), opts)
     assert outcome.passed, outcome.report.to_json({})
+
+
+def test_an_if_on_the_value_read_skips_the_segment() -> None:
+    from cake_core.lower import lower_source
+    from cake_core.source import SourceFile
+
+    body = SEGMENTS[SEGMENTS.index("    for t in"):]
+    guarded = SEGMENTS.replace(body, "    if rows > 0:\n" + "".join(
+        "    " + line for line in body.splitlines(keepends=True)))
+    assert _sim(guarded)
+    cuda = lower_source(SourceFile(guarded, "k.cake")).cu
+    assert cuda is not None and "if (rows" in cuda
