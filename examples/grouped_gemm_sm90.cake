@@ -5,11 +5,10 @@ rows 0 .. count[g] of A[g], a (MX, K) slab of fixed capacity MX (DeepGEMM's "mas
 grouped layout); each expert has its own weight B[g] (N, K) and scales.  block.z is the
 expert, so every tile's coordinates are launch-time: the schedule is static.
 
-What this kernel cannot do: read count[g] and skip the tiles past it.  CAKE has no way
-to turn a value in memory into an int (a loop bound, an `if`, a tile coordinate), so
-every expert is computed at its full capacity, and the contiguous layout (segments of
-data-dependent length, a tile's expert looked up in memory) cannot be written at all.
-See docs/kernels/fp8_gemm.md.
+What this kernel does not do: read count[g] and skip the tiles past it, so every
+expert is computed at its full capacity.  grouped_gemm_sm90_routed.cake reads the counts
+and offsets with `load_scalar` and computes only the tiles each expert has (contiguous
+layout, bf16).  See docs/kernels/fp8_gemm.md.
 """
 
 BM, BN, BK = 128, 128, 128

@@ -87,6 +87,9 @@ class CostRecord:
     """Synchronization events as (kind, count); kinds are the keys of the sync latencies."""
     issue: float = 0.0
     """Instructions the issuing role spends on the op beyond the work above."""
+    value: int | None = None
+    """The runtime int the op yields, as the model prices it (`load_scalar`'s `expect=`):
+    later loop bounds and coordinates that use the op's result evaluate with it."""
 
     @property
     def global_read_bytes(self) -> float:

@@ -25,6 +25,7 @@ from cake_core.cost.resources import ResourceReport, resource_report
 from cake_core.hardware import ArchSpec, GpuSpec, default_gpu, get_arch
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role
 from cake_core.ir.symbolic import SM_COUNT, SymExpr, Var
+from cake_core.ir.types import IntType
 from cake_core.ir.uses import declarations, first_use, folds_into_wgmma
 from cake_core.primitives.facets import FacetError, Unsupported
 from cake_core.verify.register_estimate import ALL_WARPS
@@ -298,6 +299,8 @@ class _Walker:
         self.loop_lines: list[int] = []
         self.warnings: list[str] = []
         self._missing: set[str] = set()
+        self._runtime_ints: set[str] = set()
+        """Op results that are ints known only at run time and priced at no value."""
         self._in_tile = 0
         self._loops: list[tuple[str, range]] = []
         """The enclosing loops' variables and iterations (when their bounds evaluate)."""
@@ -323,8 +326,12 @@ class _Walker:
                 try:
                     trips = self._trips(n.trip_count)
                 except (MissingDimError, ZeroDivisionError) as exc:
+                    why = str(exc)
+                    if isinstance(exc, MissingDimError) and exc.name in self._runtime_ints:
+                        why = (f"`{exc.name}` is read from memory at run time; give its "
+                               "load an `expect=` value to price it at")
                     raise CostError(f"cannot evaluate the trip count of the loop at line "
-                                    f"{n.span.start.line + 1}: {exc}") from exc
+                                    f"{n.span.start.line + 1}: {why}") from exc
                 self.loop_execs.append(execs * trips)
                 self.loop_lines.append(n.span.start.line)
                 var = n.var.sym.name if isinstance(n.var.sym, Var) else n.var.name
@@ -479,6 +486,12 @@ class _Walker:
                 record = facet(op, self.ctx)
             except MissingDimError as exc:
                 raise CostError(f"--dims needs a value for {exc.name}") from exc
+        if op.results and isinstance(op.results[0].type, IntType):
+            name = op.results[0].name
+            if record.value is not None:
+                self.ctx.env[name] = record.value
+            else:
+                self._runtime_ints.add(name)
         per_block = self.tiles is not None and not self._in_tile
         if per_block and phase == STEADY:
             phase = PROLOGUE  # a loop outside the tile loop runs once per block

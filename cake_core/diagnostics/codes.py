@@ -312,6 +312,11 @@ WGMMA_REGISTER_OPERAND_OVERWRITTEN = _builtin(
     "The A operand of a wgmma that reads it from registers is re-bound (its registers "
     "overwritten) before a `wgmma_wait` covers that wgmma.",
     fix=FixAvailability.ALWAYS)
+# CK329: an int read from a tensor the kernel writes (cake_core/verify/scalar_source.py)
+SCALAR_READ_OF_WRITTEN = _builtin(
+    "CK329", "scalar-read-of-written-tensor",
+    "`load_scalar` reads a tensor the kernel also writes: blocks run in any order, so the "
+    "int read depends on which block ran first.")
 # CK335: fragments declared without a fill (cake_core/verify/uninitialized.py)
 UNINITIALIZED_FRAGMENT = _builtin(
     "CK335", "uninitialized-fragment",

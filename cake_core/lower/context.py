@@ -220,6 +220,8 @@ class LowerContext:
             return self.sym(v.sym)
         if isinstance(v.type, StageType):
             return self.var(v.name)
+        if isinstance(v.type, IntType) and v.const is None:
+            return self.var(v.name)  # an op's runtime int (`load_scalar`), by its C name
         if isinstance(v.const, bool):
             return "true" if v.const else "false"
         raise LowerError(v.span, f"`{v.name}` is not an integer the lowering can spell")

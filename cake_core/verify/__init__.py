@@ -19,7 +19,7 @@ Pass = Callable[[Program, SourceFile], list[Diagnostic]]
 
 #: Modules under cake_core.verify that hold built-in passes, in the order they run.
 BUILTIN_PASSES: tuple[str, ...] = ("resources", "placement", "layout", "bounds", "sync",
-                                   "divergence", "tile_loops", "uninitialized")
+                                   "divergence", "tile_loops", "uninitialized", "scalar_source")
 
 
 def builtin_passes() -> list[Pass]:

@@ -24,6 +24,8 @@ EXAMPLES = [
     ("gemm_bf16", "examples/tinygemm_sm90.cake", "tinygemm_sm90"),
     ("gemm_fp8", "examples/gemm_fp8_sm90.cake", "gemm_fp8_sm90"),
     ("grouped_gemm", "examples/grouped_gemm_sm90.cake", "grouped_gemm_sm90"),
+    ("grouped_gemm_routed", "examples/grouped_gemm_sm90_routed.cake",
+     "grouped_gemm_sm90_routed"),
     ("gemm_f16_sm80", "examples/gemm_sm80.cake", "gemm_sm80"),
     ("kmeans_assign", "examples/kmeans_assign_sm90.cake", "kmeans_assign_sm90"),
     ("kmeans_assign", "examples/kmeans_assign_sm90_dbuf.cake", "kmeans_assign_sm90_dbuf"),

@@ -16,10 +16,13 @@ from cake_core.ir.types import (
     PipelineType,
     Shape,
     SmemType,
+    TensorType,
     TileType,
+    TupleType,
     Type,
     shape_str,
 )
+from cake_core.ir.values import elements
 from cake_core.primitives.facets import FacetModules
 from cake_core.primitives.registry import EffectSpec, Primitive, SmemAccess, param
 from cake_core.primitives.traits import Trait
@@ -181,6 +184,38 @@ def _load_rule(ctx: CallContext) -> Type:
     src = ctx.type("src")
     assert isinstance(src, SmemType | TileType)
     return FragmentType(src.dtype, src.shape, FragLayout.ROWS)
+
+
+def _load_scalar_rule(ctx: CallContext) -> Type:
+    """An element of an integer tensor, addressed by one index per dimension: the value
+    becomes an `int` (a loop bound, a tile coordinate), so it must be an integer, and an
+    index per dimension is what makes it one element rather than a tile."""
+    src = ctx.type("src")
+    assert isinstance(src, TensorType)
+    if not src.dtype.is_int:
+        return ctx.error(codes.DTYPE_MISMATCH,
+                         f"`load_scalar` reads an integer (a count, an offset) into an int; "
+                         f"`{ctx.value('src').name}` holds {src.dtype.value}", "src",
+                         notes=["load float data as a tile: `load(X.tile(...))`"])
+    idx = elements(ctx.value("index"))
+    if len(idx) != len(src.shape):
+        return ctx.error(codes.BAD_INDEX,
+                         f"`index` has {len(idx)} coordinate{'s' if len(idx) != 1 else ''} "
+                         f"for the rank-{len(src.shape)} tensor "
+                         f"`{ctx.value('src').name}` {shape_str(src.shape)}: give one per "
+                         "dimension", "index")
+    for e in idx:
+        if not isinstance(e.type, IntType):
+            return ctx.error(codes.TYPE_MISMATCH, f"`load_scalar` indices must be ints, got "
+                             f"{e.type.describe()}", "index")
+    expect = ctx.value("expect")
+    if isinstance(expect.type, IntType) and (expect.sym is None
+                                             or not expect.sym.is_launch_constant):
+        return ctx.error(codes.NOT_CONSTANT,
+                         "`expect` is the value the cost model prices, so it must be known "
+                         "at launch (constants and dims)", "expect",
+                         notes=["e.g. the mean rows per expert: `expect=M // G`"])
+    return IntType()
 
 
 def _store_rule(ctx: CallContext) -> Type:
@@ -348,6 +383,38 @@ for j in range(BN // EN):
         effects=EffectSpec(reads=("src",), global_tile="src",
                            smem_access=(("src", SmemAccess.ROWS),)),
         facets=_FACETS.of("load"), traits=frozenset({Trait.REGISTER_STAGING}),
+    ),
+    Primitive(
+        "load_scalar", "copy",
+        (param("src", TensorType), param("index", TupleType, IntType),
+         param("expect", IntType, NoneType, default=None)),
+        _load_scalar_rule,
+        """Read one element of an integer tensor in global memory as a runtime `int`.
+
+`index` gives one element index per dimension (elements, not tiles).  The result is an
+i32 that every thread of the block reads from the same address, so it is uniform across
+the block: it can be a tile coordinate, a loop bound, an `if` condition or a term of a
+`where` mask.  This is how a kernel follows routing data it is given, such as the
+per-expert row offsets of an MoE grouped GEMM:
+
+```python
+lo = load_scalar(Offsets, (block.z,))            # first row of expert block.z
+hi = load_scalar(Offsets, (block.z + 1,))        # one past its last row
+for t in range(cdiv(hi - lo, BM)):               # only the tiles the expert has
+    ...
+```
+
+Lowered to a read-only global load (`__ldg`); an index outside the tensor is a fault in
+the simulator (the lowering does not check it).  The cost model prices the load (4 bytes,
+one serial round trip) but cannot know the value: `expect=` (constants and dims, e.g.
+`expect=M // G`, the mean rows per expert) is the value it prices loop bounds and tile
+coordinates at; it changes nothing else.  A loop bound read from memory without
+`expect=` cannot be priced (`cake cost` says so); an `if` on the value is priced with both
+sides taken, an upper bound.  Reading a tensor the kernel also writes is a race between
+blocks (`CK329`).""",
+        effects=EffectSpec(reads=("src",)),
+        facets=_FACETS.of("load_scalar"),
+        traits=frozenset({Trait.THREAD_LOCAL}),
     ),
     Primitive(
         "store", "copy",

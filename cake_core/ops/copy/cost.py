@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 
 from cake_core.cost.exposure import barrier_key
-from cake_core.cost.record import ONCE, PIPELINED, SERIAL, CostContext, CostRecord
+from cake_core.cost.record import (
+    ONCE,
+    PIPELINED,
+    SERIAL,
+    CostContext,
+    CostRecord,
+    GlobalAccess,
+)
 from cake_core.ir.kernel import Op
-from cake_core.ir.types import PipelineType, SmemType, TileType
+from cake_core.ir.symbolic import Var
+from cake_core.ir.types import PipelineType, SmemType, TensorType, TileType
+from cake_core.ir.values import elements
 from cake_core.primitives.registry import multicast_fanout
 
 
@@ -89,6 +99,26 @@ def load(op: Op, ctx: CostContext) -> CostRecord:
     if isinstance(src.type, TileType):
         return CostRecord(reads=(ctx.tile_access(src, latency=SERIAL),))
     return CostRecord(smem_read=_bytes(ctx, src.type), smem_conflict=ctx.smem_conflict(op))
+
+
+def load_scalar(op: Op, ctx: CostContext) -> CostRecord:
+    """One 4-byte read the thread waits for: a serial round trip, each execution.  Its
+    value is not the cost model's to know: `expect=` gives the one loop bounds that
+    depend on it are priced at (none: such a loop cannot be priced)."""
+    src = op.args["src"]
+    t = src.type
+    assert isinstance(t, TensorType)
+    footprint = float(t.dtype.bytes)
+    for d in t.shape:
+        with contextlib.suppress(KeyError):
+            footprint *= ctx.eval(d)
+    axes = frozenset(a.name.removeprefix("block.") for e in elements(op.args["index"])
+                     if e.sym is not None for a in e.sym.atoms()
+                     if isinstance(a, Var) and a.name.startswith("block."))
+    expect = op.args["expect"]
+    value = ctx.eval(expect.sym) if expect.sym is not None else None
+    return CostRecord(reads=(GlobalAccess(src.name, float(t.dtype.bytes), axes, footprint,
+                                          SERIAL),), value=value)
 
 
 def store(op: Op, ctx: CostContext) -> CostRecord:

@@ -19,9 +19,11 @@ from cake_core.ir import symbolic as S
 from cake_core.ir.kernel import Op
 from cake_core.ir.symbolic import Const, SymExpr, divides, mul
 from cake_core.ir.types import BarrierType, FragLayout, FragmentType, PipelineType, SmemType
+from cake_core.ir.values import elements
 from cake_core.lower import layout_rules
 from cake_core.lower.context import FragVar, LowerContext, SmemRef, TileRef, add
 from cake_core.lower.context import mul as smul
+from cake_core.lower.emitter import c_identifier
 from cake_core.lower.fragments import Nest, coord, frag_result, index, nest
 from cake_core.lower.layout_rules import with_layouts
 from cake_core.lower.layouts import LANE, THREAD_RANK, WARP_RANK, WG_RANK, ZERO, cvar
@@ -244,6 +246,28 @@ def load(op: Op, ctx: LowerContext) -> str:
     return decl + _access(op, ctx, fv, "src", store=False)
 
 
+def load_scalar(op: Op, ctx: LowerContext) -> str:
+    """`const int n = __ldg(T + i);` in every thread: one address for the whole block, so
+    one L1 line serves it and the value is uniform.  The read-only path is right because a
+    kernel that also writes the tensor is refused (CK329).  The index is not bounds-checked
+    (an out-of-range index faults, as the simulator reports)."""
+    t = op.args["src"]
+    tensor = ctx.tensors[t.name]
+    idx = tuple(e.sym if e.sym is not None else S.Var(e.name)
+                for e in elements(op.args["index"]))
+    one = TileRef(tensor, (1,) * len(idx), idx)
+    _, _, lin, _ = ctx.global_index(one, [])
+    names = ctx.plan.bindings.names_of(op) or (op.results[0].name,)
+    hit = ctx.lookup(("var", names[0]))
+    if isinstance(hit, str):
+        cname, decl = hit, ""
+    else:
+        cname, decl = ctx.names.internal(c_identifier(names[0])), "int "
+    for name in names:
+        ctx.declare(("var", name), cname)
+    return f"{decl}{cname} = int(__ldg({tensor.cname} + {lin}));"
+
+
 def store(op: Op, ctx: LowerContext) -> str:
     fv = ctx.frag(op, "src")
     if fv.dist.opaque:
@@ -341,7 +365,8 @@ def _access(op: Op, ctx: LowerContext, fv: FragVar, arg: str, *, store: bool) ->
     return f"{outer.header}{{ {body} }}" if decls else f"{outer.header}{body}"
 
 
-__all__ = ["cp_async", "cp_async_commit", "cp_async_wait", "ldmatrix", "load", "stmatrix",
+__all__ = ["cp_async", "cp_async_commit", "cp_async_wait", "ldmatrix", "load", "load_scalar",
+           "stmatrix",
            "store", "tma_load", "tma_store", "tma_store_wait"]
 
 

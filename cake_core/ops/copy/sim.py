@@ -13,11 +13,18 @@ import numpy as np
 from cake_core.diagnostics import codes
 from cake_core.ir.kernel import Op
 from cake_core.ir.types import FragmentType, const_shape
-from cake_core.sim.context import SimContext
+from cake_core.sim.context import GlobalFault, SimContext
 from cake_core.sim.dtypes import decode, encode
 from cake_core.sim.layout import SmemView
 from cake_core.sim.races import join
-from cake_core.sim.state import AsyncOp, Blocked, Fragment, PipelineRT, TileRef
+from cake_core.sim.state import (
+    AsyncOp,
+    Blocked,
+    Fragment,
+    GlobalTensor,
+    PipelineRT,
+    TileRef,
+)
 from cake_core.sim.waits import check_init, group_wait
 
 
@@ -145,6 +152,26 @@ def load(op: Op, ctx: SimContext) -> Fragment:
         assert isinstance(src, TileRef)
         bits = ctx.global_read(src, op)
     return _to_fragment(op, bits)
+
+
+def load_scalar(op: Op, ctx: SimContext) -> int:
+    """The element's value as a Python int (the simulator's runtime index); an index
+    outside the tensor is a fault, and an element another block already wrote is a race
+    between blocks, which the GPU does not order."""
+    t = ctx.arg(op, "src")
+    assert isinstance(t, GlobalTensor)
+    raw = ctx.arg(op, "index")
+    idx = tuple(int(i) for i in (raw if isinstance(raw, tuple) else (raw,)))
+    if any(not 0 <= i < n for i, n in zip(idx, t.shape, strict=True)):
+        raise GlobalFault(f"load_scalar reads `{t.name}`{list(idx)}, outside its shape "
+                          f"{t.shape}")
+    if t.owner is not None and 0 <= t.owner[idx] != ctx.block.linear:
+        ctx.report(codes.SIM_DATA_RACE, op.span,
+                   f"{ctx.block.describe()} reads `{t.name}`{list(idx)}, which block "
+                   f"#{int(t.owner[idx])} wrote; blocks run in any order, so the value read "
+                   "depends on which runs first", data={"tensor": t.name},
+                   key=("CK501-global", id(op)))
+    return int(decode(t.data[idx], t.dtype))
 
 
 def store(op: Op, ctx: SimContext) -> None:

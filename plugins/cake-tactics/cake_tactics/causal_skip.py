@@ -135,13 +135,13 @@ def _plan(kernel: Kernel, source: SourceFile) -> _Plan | None:
     stops = {m.stop for m in masks}
     if len(stops) != 1 or len({m.block for m in masks}) != 1:
         return None
-    (stop,) = stops
+    (bound,) = stops
     anchor = next((s for s in fn.body if any(
         s.span.start.offset <= lp.span.start.offset < s.span.end.offset
-        for lp in loops[stop])), None)
+        for lp in loops[bound])), None)
     if anchor is None:
         return None
-    return _Plan(stop, masks, loops[stop], anchor)
+    return _Plan(bound, masks, loops[bound], anchor)
 
 
 def _edits(plan: _Plan, source: SourceFile) -> tuple[tuple[TextEdit, ...], str]:

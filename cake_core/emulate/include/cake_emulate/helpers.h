@@ -52,6 +52,16 @@ inline void cake_load_global_if(const T* p, T* out, bool ok, CAKE_LOC) {
   std::memcpy(static_cast<void*>(out), p, V * sizeof(T));
 }
 
+// `__ldg`, the read-only load `load_scalar` lowers to: a bounds-checked read of one element.
+template <typename T>
+inline T __ldg(const T* p, CAKE_LOC) {
+  const ::cake_emu::Loc loc = ::cake_emu::at({CAKE_LOC_ARGS});
+  ::cake_emu::check_global(p, sizeof(T), "a read-only global load (load_scalar)", loc);
+  T v;
+  std::memcpy(static_cast<void*>(&v), p, sizeof(T));
+  return v;
+}
+
 template <int V, typename T>
 inline void cake_store_shared_if(uint32_t addr, const T* in, bool ok, CAKE_LOC) {
   constexpr int BYTES = V * int(sizeof(T));
