@@ -3,8 +3,14 @@ kernel (examples/attention_decode_split_sm90.cake) into O.
 
   M = max_sp LSE[sp],  w_sp = exp(LSE[sp] - M),  O = sum_sp w_sp * Opart[sp] / sum_sp w_sp
 
-per sequence b and query head h.  Opart (NSPLIT, B, H, D) f32, LSE (NSPLIT, B, H) f32 (the
-split kernel's outputs, reshaped: same bytes), O (B, H, D) bf16; H = 32, D = 128.
+per sequence b and query head h.  H = 32, D = 128.
+
+Layouts: Opart (NSPLIT * B * H, D) f32 and LSE (NSPLIT * B * H,) f32 are the split kernel's
+(NSPLIT, B, HKV, G, D) and (NSPLIT, B, HKV, G) outputs flattened (same bytes): a load keeps
+its tile's rank, the lowering places register fragments of rank 1 and 2 only, and a
+(1, 1, BM, D) tile of a rank-4 tensor would load as a rank-4 fragment.  Row r of the flat
+view is split sp, sequence b, head h with r = (sp * B + b) * H + h.  O (B, H, D) bf16: a
+(BM, D) fragment stores into a (1, BM, D) tile (leading 1s are dropped).
 
 Design (memory-bound and small: NSPLIT * B * H * (D + 1) * 4 bytes read, 1/32 to 1/500 of
 the KV cache the split kernel read):
@@ -25,20 +31,21 @@ B = dim("B")
 NSPLIT = dim("NSPLIT")
 
 @kernel(arch="sm_90a", grid=(H // BM, B), warps=4)
-def attention_decode_combine_sm90(Opart: Tensor[f32, (NSPLIT, B, H, D)],
-                                  LSE: Tensor[f32, (NSPLIT, B, H)],
+def attention_decode_combine_sm90(Opart: Tensor[f32, (NSPLIT * B * H, D)],
+                                  LSE: Tensor[f32, (NSPLIT * B * H,)],
                                   O: Tensor[bf16, (B, H, D)]):
-    # loads keep the tile's rank (leading 1s included), so the carried values have it too
-    m = fragment(f32, (1, 1, BM), fill=-inf)    # running max of LSE, log2 units
-    l = fragment(f32, (1, 1, BM))               # running sum of the weights
-    acc = fragment(f32, (1, 1, BM, D))          # running weighted sum of the partials
+    m = fragment(f32, (BM,), fill=-inf)     # running max of LSE, log2 units
+    l = fragment(f32, (BM,))                # running sum of the weights
+    acc = fragment(f32, (BM, D))            # running weighted sum of the partials
     for sp in range(NSPLIT):
-        lse = load(LSE.tile((1, 1, BM), (sp, block.y, block.x))) * LOG2E
-        part = load(Opart.tile((1, 1, BM, D), (sp, block.y, block.x, 0)))
+        r = (sp * B + block.y) * (H // BM) + block.x        # this block's rows, in tiles
+        lse = load(LSE.tile((BM,), (r,))) * LOG2E
+        part = load(Opart.tile((BM, D), (r, 0)))
         mn = maximum(m, lse)
-        alpha = exp2(m - mn)                # 0 on the first split
+        alpha = exp2(m - mn)                # 0 on the first split (m = -inf)
         w = exp2(lse - mn)
         l = fma(l, alpha, w)
-        acc = fma(acc, unsqueeze(alpha, 3), part * unsqueeze(w, 3))
+        acc = fma(acc, unsqueeze(alpha, 1), part * unsqueeze(w, 1))
+        # the carried max is the result of an op: `m = mn` would not carry it (CK332)
         m = maximum(m, lse)
-    store(O.tile((1, BM, D), (block.y, block.x, 0)), cast(acc / unsqueeze(l, 3), bf16))
+    store(O.tile((1, BM, D), (block.y, block.x, 0)), cast(acc / unsqueeze(l, 1), bf16))

@@ -1,7 +1,8 @@
 """Decode attention, combine step: O from the split kernel's partial outputs and LSEs.
 
-Opart (NSPLIT, B, H, D) f32 holds each split's normalised partial output and LSE
-(NSPLIT, B, H) f32 its natural-log sum of exp(score) (examples/tasks/attention_decode_split.py
+Opart f32 holds each split's normalised partial output and LSE f32 its natural-log sum of
+exp(score), as (NSPLIT * B * H, D) and (NSPLIT * B * H,): the (NSPLIT, B, H, D) and
+(NSPLIT, B, H) arrays flattened (the combine kernel says why) (examples/tasks/attention_decode_split.py
 makes them; a split with no key reports Opart = 0 and a very negative finite LSE).
 O (B, H, D) bf16 = sum_sp exp(LSE[sp] - M) * Opart[sp] / sum_sp exp(LSE[sp] - M) with
 M = max_sp LSE[sp].  H = 32, D = 128.
@@ -17,20 +18,22 @@ H, D = 32, 128
 
 
 def inputs(dims, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    b, n = dims["NSPLIT"], dims["B"]
+    nsplit, b = dims["NSPLIT"], dims["B"]
     # LSEs spread over +-20 so the max matters (a combine without it overflows or loses
     # every weight), and one split per row pushed far down as an empty split would be
-    lse = rng.uniform(-20.0, 20.0, size=(b, n, H))
-    if b > 1:
-        lse[b - 1, :, ::3] = -88383.5
-    return {"Opart": rng.standard_normal((b, n, H, D)).astype(np.float32),
-            "LSE": lse.astype(np.float32)}
+    lse = rng.uniform(-20.0, 20.0, size=(nsplit, b, H))
+    if nsplit > 1:
+        lse[nsplit - 1, :, ::3] = -88383.5
+    return {"Opart": rng.standard_normal((nsplit * b * H, D)).astype(np.float32),
+            "LSE": lse.reshape(-1).astype(np.float32)}
 
 
 def reference(x: dict[str, np.ndarray], dims) -> dict[str, np.ndarray]:
-    lse = x["LSE"].astype(np.float64)
+    nsplit, b = dims["NSPLIT"], dims["B"]
+    lse = x["LSE"].astype(np.float64).reshape(nsplit, b, H)
+    part = x["Opart"].astype(np.float64).reshape(nsplit, b, H, D)
     w = np.exp(lse - lse.max(axis=0, keepdims=True))[..., None]     # (NSPLIT, B, H, 1)
-    o = (w * x["Opart"].astype(np.float64)).sum(axis=0) / w.sum(axis=0)
+    o = (w * part).sum(axis=0) / w.sum(axis=0)
     return {"O": as_dtype(o, "bf16")}
 
 
