@@ -18,13 +18,14 @@ Layouts:
 Design (memory-bound: every K/V byte is read once, by the block of its KV head):
 - Grid (NSPLIT, HKV, B).  Block (sp, kh, b) owns TPS = cdiv(cdiv(S, BN), NSPLIT) key tiles
   of BN = 64 keys starting at tile sp * TPS.  NSPLIT is a launch dim: a caller picks it so
-  that NSPLIT * B * HKV fills the machine (16 at B = 1, 1 or 2 at B = 64).
+  that NSPLIT * B * HKV blocks (one per SM: 144 KB of shared memory) fill the 132 SMs about
+  once: 16 at B = 1, 4 at B = 4, 1 from B = 16 on (docs/kernels/decode_attention.md).
 - The G = 4 query rows are loaded as a (64, D) box: TMA zero-fills rows 4..63 (past G), so
   wgmma runs at its minimum M = 64 with 60 rows of zeros.  The wasted math is free: the
   kernel waits on DRAM, not on the tensor cores, and it keeps the attention kernel's
   register-resident online softmax (no shuffles, P stays in registers as wgmma's A).
 - A producer warpgroup streams K tiles (BN x D) and Vt tiles (D x BN) through a 4-stage
-  TMA pipeline: 96 KB in flight per block.
+  TMA pipeline: up to 128 KB in flight per block.
 - Keys at or past S (the ragged last tile, and whole tiles of a split past the end) get
   the raw score MASKED = -1e6 before the softmax: 2^-88000 next to any real key, so they
   weigh 0.  It is finite on purpose: a split with no key left then gets the finite

@@ -46,8 +46,9 @@ TASK = Task(
     reference=reference,
     outputs=("O",),
     # the split counts the split kernel's shapes use at each batch size
-    shapes=(Shape({"B": 16, "NSPLIT": 4}, 1.0, "headline: batch 16"),
+    shapes=(Shape({"B": 16, "NSPLIT": 1}, 1.0, "headline: batch 16"),
             Shape({"B": 1, "NSPLIT": 16}, 0.5, "batch 1"),
+            Shape({"B": 4, "NSPLIT": 4}, 0.5, "batch 4"),
             Shape({"B": 64, "NSPLIT": 1}, 0.5, "batch 64")),
     sim_shapes=(Shape({"B": 1, "NSPLIT": 4}),
                 Shape({"B": 3, "NSPLIT": 5}),

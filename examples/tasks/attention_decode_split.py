@@ -71,9 +71,11 @@ TASK = Task(
     inputs=inputs,
     reference=reference,
     outputs=("Opart", "LSE"),
-    # NSPLIT is chosen per batch so that NSPLIT * B * HKV blocks fill 132 SMs
-    shapes=(Shape({"B": 16, "S": 8192, "NSPLIT": 4}, 1.0, "headline: batch 16, 8K cache"),
+    # NSPLIT is chosen per batch so that NSPLIT * B * HKV blocks (one per SM) fill the
+    # 132 SMs once: 16 at batch 1, 4 at batch 4, 1 from batch 16 on
+    shapes=(Shape({"B": 16, "S": 8192, "NSPLIT": 1}, 1.0, "headline: batch 16, 8K cache"),
             Shape({"B": 1, "S": 8192, "NSPLIT": 16}, 0.5, "batch 1"),
+            Shape({"B": 4, "S": 8192, "NSPLIT": 4}, 0.5, "batch 4"),
             Shape({"B": 64, "S": 8192, "NSPLIT": 1}, 0.5, "batch 64")),
     sim_shapes=(Shape({"B": 1, "S": 296, "NSPLIT": 4},
                       label="ragged: a 40-key tile, an empty split"),
