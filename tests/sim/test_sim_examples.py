@@ -30,6 +30,10 @@ EXAMPLES = [
     ("kmeans_assign", "examples/kmeans_assign_sm90_pingpong.cake", "kmeans_assign_sm90_pingpong"),
     ("attention_fwd", "examples/attention_fwd_sm90.cake", "attention_fwd_sm90"),
     ("attention_fwd", "examples/attention_fwd_sm90_pingpong.cake", "attention_fwd_sm90_pingpong"),
+    ("attention_decode_split", "examples/attention_decode_split_sm90.cake",
+     "attention_decode_split_sm90"),
+    # attention_decode_combine_sm90 has no tile edge to be ragged on (its dims are the
+    # batch and the split count); tests/test_attention_decode.py runs it with the split
 ]
 
 
