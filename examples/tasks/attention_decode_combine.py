@@ -2,8 +2,9 @@
 
 Opart f32 holds each split's normalised partial output and LSE f32 its natural-log sum of
 exp(score), as (NSPLIT * B * H, D) and (NSPLIT * B * H,): the (NSPLIT, B, H, D) and
-(NSPLIT, B, H) arrays flattened (the combine kernel says why) (examples/tasks/attention_decode_split.py
-makes them; a split with no key reports Opart = 0 and a very negative finite LSE).
+(NSPLIT, B, H) arrays flattened (the combine kernel says why).  The split task
+(examples/tasks/attention_decode_split.py) makes them; a split with no key reports
+Opart = 0 and a very negative finite LSE.
 O (B, H, D) bf16 = sum_sp exp(LSE[sp] - M) * Opart[sp] / sum_sp exp(LSE[sp] - M) with
 M = max_sp LSE[sp].  H = 32, D = 128.
 """
@@ -12,12 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from cake_core.tasks import KernelEntry, Shape, Task, Tolerance, as_dtype
+from cake_core.tasks import Dims, KernelEntry, Shape, Task, Tolerance, as_dtype
 
 H, D = 32, 128
 
 
-def inputs(dims, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def inputs(dims: Dims, rng: np.random.Generator) -> dict[str, np.ndarray]:
     nsplit, b = dims["NSPLIT"], dims["B"]
     # LSEs spread over +-20 so the max matters (a combine without it overflows or loses
     # every weight), and one split per row pushed far down as an empty split would be
@@ -28,7 +29,7 @@ def inputs(dims, rng: np.random.Generator) -> dict[str, np.ndarray]:
             "LSE": lse.reshape(-1).astype(np.float32)}
 
 
-def reference(x: dict[str, np.ndarray], dims) -> dict[str, np.ndarray]:
+def reference(x: dict[str, np.ndarray], dims: Dims) -> dict[str, np.ndarray]:
     nsplit, b = dims["NSPLIT"], dims["B"]
     lse = x["LSE"].astype(np.float64).reshape(nsplit, b, H)
     part = x["Opart"].astype(np.float64).reshape(nsplit, b, H, D)

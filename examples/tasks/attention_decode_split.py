@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cake_core.tasks import KernelEntry, Shape, Task, Tolerance, as_dtype
+from cake_core.tasks import Dims, KernelEntry, Shape, Task, Tolerance, as_dtype
 
 D, G, HKV, BN = 128, 4, 8, 64
 MASKED = -1e6
@@ -26,7 +26,8 @@ MASKED = -1e6
 
 def tiles_per_split(s: int, nsplit: int) -> int:
     """TPS = cdiv(cdiv(S, 64), NSPLIT), as the kernel computes it."""
-    return -(-(-(-s // BN)) // nsplit)
+    tiles = -(-s // BN)
+    return -(-tiles // nsplit)
 
 
 def split_bounds(s: int, nsplit: int) -> list[tuple[int, int]]:
@@ -35,14 +36,14 @@ def split_bounds(s: int, nsplit: int) -> list[tuple[int, int]]:
     return [(min(sp * tps * BN, s), min((sp + 1) * tps * BN, s)) for sp in range(nsplit)]
 
 
-def inputs(dims, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def inputs(dims: Dims, rng: np.random.Generator) -> dict[str, np.ndarray]:
     b, s = dims["B"], dims["S"]
     return {"Q": as_dtype(rng.standard_normal((b, HKV, G, D)), "bf16"),
             "K": as_dtype(rng.standard_normal((b, HKV, s, D)), "bf16"),
             "Vt": as_dtype(rng.standard_normal((b, HKV, D, s)), "bf16")}
 
 
-def reference(x: dict[str, np.ndarray], dims) -> dict[str, np.ndarray]:
+def reference(x: dict[str, np.ndarray], dims: Dims) -> dict[str, np.ndarray]:
     b, s, nsplit = dims["B"], dims["S"], dims["NSPLIT"]
     q = x["Q"].astype(np.float64)
     k = x["K"].astype(np.float64)
