@@ -19,7 +19,7 @@ from cake_core.lower.build import build_source
 from cake_core.lower.toolchain import find_nvcc, find_toolchain
 from cake_core.source import SourceFile
 from cake_core.verify.register_estimate import kernel_estimate, role_estimates
-from cake_core.verify.registers import occupancy, register_budget
+from cake_core.verify.registers import allocated, occupancy, register_budget
 from cake_core.verify.smem_plan import smem_plan
 
 pytestmark = [pytest.mark.nvcc,
@@ -36,6 +36,9 @@ KNOWN_OUTSIDE = {
     "softmax_sm90_online": "the estimate keeps a 1024-column chunk and its exp2 both live "
                            "(104); ptxas streams the element-wise chain into the row sums "
                            "(56, 1.86)",
+    "attention_decode_combine_sm90": "the estimate keeps the next split's prefetched rows and "
+                                     "the accumulator all live (44); ptxas packs them in 32 "
+                                     "(1.38)",
 }
 
 
@@ -74,7 +77,10 @@ def ratios(tmp_path_factory: pytest.TempPathFactory) -> dict[str, float]:
         budget = register_budget(kernel, arch)
         if budget.uses_setmaxnreg:
             occ = occupancy(kernel, arch, smem_plan(kernel, arch).total, budget)
-            assert occ.regs_per_thread == got.registers, name
+            # ptxas uses the launch ceiling; occupancy counts its allocation, which rounds
+            # 255 (8 warps: the per-thread maximum) up to the 256 a warp really holds
+            assert got.registers == budget.launch_regs, name
+            assert occ.regs_per_thread == allocated(got.registers, arch), name
             continue
         out[name] = kernel_estimate(role_estimates(kernel, arch)) / got.registers
     return out

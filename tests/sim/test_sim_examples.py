@@ -36,6 +36,11 @@ EXAMPLES = [
      "attention_fwd_sm90_causal"),
     ("attention_fwd_d64", "examples/attention_fwd_sm90_d64.cake", "attention_fwd_sm90_d64"),
     ("attention_fwd_d256", "examples/attention_fwd_sm90_d256.cake", "attention_fwd_sm90_d256"),
+    ("attention_decode_split", "examples/attention_decode_split_sm90.cake",
+     "attention_decode_split_sm90"),
+    # attention_decode_combine_sm90 has no tile edge to be ragged on (its dims are the
+    # batch and the split count); tests/test_attention_decode.py runs it on the split
+    # kernel's outputs.
 ]
 #: Query tiles other than the 128 of _ragged: the D = 64 kernel's block owns 192 rows, and
 #: its S is a multiple of its 128-key tile, so its ragged shape is S = 256.
