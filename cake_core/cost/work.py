@@ -287,6 +287,20 @@ def _distinct(axes: frozenset[str], wave: int, grid: tuple[int, int, int]) -> fl
     return float(min(wave, n))
 
 
+
+def _count_true(node: IfOp, env: dict[str, int], loops: list[tuple[str, range]]
+                ) -> tuple[int, int] | None:
+    """(iterations where `node`'s condition holds, iterations) over every combination of
+    the loop variables' values; None when the condition cannot be evaluated."""
+    hits = total = 0
+    for values in itertools.product(*(r for _, r in loops)):
+        env.update(zip((v for v, _ in loops), values, strict=True))
+        t = truth(node.cond, env)
+        if t is None:
+            return None
+        hits, total = hits + t, total + 1
+    return hits, total
+
 class _Walker:
     """Collects OpWork in program order with executions per block (per tile inside the
     tile loop of a persistent kernel) and phases."""
@@ -417,13 +431,10 @@ class _Walker:
         loops = [(v, r) for v, r in self._loops if v in names]
         if math.prod(len(r) for _, r in loops) > _MAX_SHARE:
             return 1.0
-        hits = total = 0
-        for values in itertools.product(*(r for _, r in loops)):
-            env.update(zip((v for v, _ in loops), values, strict=True))
-            t = truth(node.cond, env)
-            if t is None:
-                return 1.0
-            hits, total = hits + t, total + 1
+        counted = _count_true(node, env, loops)
+        if counted is None:
+            return 1.0
+        hits, total = counted
         return hits / total if total else 1.0
 
     def _block_share(self, node: IfOp, names: set[str], blocks: list[Var]) -> float:
@@ -450,12 +461,10 @@ class _Walker:
                 return 1.0
             env: dict[str, int] = {"$" + k: int(v) for k, v in self.ctx.env.items()}
             env.update(zip((v.name for v in blocks), bvalues, strict=True))
-            for values in itertools.product(*(r for _, r in loops)):
-                env.update(zip((v for v, _ in loops), values, strict=True))
-                t = truth(node.cond, env)
-                if t is None:
-                    return 1.0
-                hits, total = hits + t, total + 1
+            counted = _count_true(node, env, loops)
+            if counted is None:
+                return 1.0
+            hits, total = hits + counted[0], total + counted[1]
         return hits / total if total else 1.0
 
     def _branch(self, nodes: list[Node], role: str, execs: float, loop: int | None,
