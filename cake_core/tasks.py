@@ -6,7 +6,10 @@ generator, a numpy reference, the shapes to test (weighted, the headline first),
 shapes for the simulator (ragged edges included), tolerances per output dtype, and the
 baseline GPU timing compares against.  A task is named by its file's stem and found in
 the tasks CAKE ships (`cake_core.shipped.TASKS_DIR`), then in `./examples/tasks/`, where a
-user keeps their own; any task file can also be given by path.
+user keeps their own; any task file can also be given by path.  Tasks of one family share
+code through helper modules beside them, named with a leading `_` so that they are not
+tasks (`examples/tasks/_attention.py`): the task's folder is on the import path while it
+loads.
 
 Tasks are trusted code written by people, and only people write them: `load_task`
 imports the module by file path, which is exactly what must never happen to kernel text
@@ -210,11 +213,16 @@ def load_task(path_or_name: str | Path) -> Task:
         raise TaskError(f"cannot import {p}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
+    # a task may import helper modules beside it (`_attention.py`: a `_` name is no task)
+    folder = str(p.parent.resolve())
+    sys.path.insert(0, folder)
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
         sys.modules.pop(mod_name, None)
         raise TaskError(f"{p} failed to import: {type(exc).__name__}: {exc}") from exc
+    finally:
+        sys.path.remove(folder)
     task = getattr(module, "TASK", None)
     if not isinstance(task, Task):
         raise TaskError(f"{p} does not define TASK = Task(...)")

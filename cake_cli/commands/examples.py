@@ -23,7 +23,8 @@ def examples(dest: str) -> None:
     from cake_core.shipped import EXAMPLES_DIR
 
     target = Path(dest)
-    shipped = sorted([*EXAMPLES_DIR.glob("*.cake"), *EXAMPLES_DIR.glob("tasks/[!_]*.py")])
+    # the tasks and the helper modules they import (`tasks/_attention.py`)
+    shipped = sorted([*EXAMPLES_DIR.glob("*.cake"), *EXAMPLES_DIR.glob("tasks/*.py")])
     copied, kept = 0, []
     for src in shipped:
         out = target / src.relative_to(EXAMPLES_DIR)

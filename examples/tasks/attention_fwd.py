@@ -7,28 +7,11 @@ batch * heads: the headline is batch 16 x 16 heads, S = 4096, D = 128.
 
 from __future__ import annotations
 
-import numpy as np
+from _attention import inputs_for, reference_for
 
-from cake_core.tasks import KernelEntry, Shape, Task, Tolerance, as_dtype
+from cake_core.tasks import KernelEntry, Shape, Task, Tolerance
 
 D = 128
-
-
-def inputs(dims, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    bh, s = dims["BH"], dims["S"]
-    return {"Q": as_dtype(rng.standard_normal((bh, s, D)), "bf16"),
-            "K": as_dtype(rng.standard_normal((bh, s, D)), "bf16"),
-            "Vt": as_dtype(rng.standard_normal((bh, D, s)), "bf16")}
-
-
-def reference(x: dict[str, np.ndarray], dims) -> dict[str, np.ndarray]:
-    q = x["Q"].astype(np.float64)
-    k = x["K"].astype(np.float64)
-    v = np.swapaxes(x["Vt"].astype(np.float64), 1, 2)
-    s = q @ np.swapaxes(k, 1, 2) / np.sqrt(D)
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    o = (p @ v) / p.sum(axis=-1, keepdims=True)
-    return {"O": as_dtype(o, "bf16")}
 
 
 TASK = Task(
@@ -40,8 +23,8 @@ TASK = Task(
              KernelEntry("../attention_fwd_sm90_pingpong.cake", "attention_fwd_sm90_pingpong",
                          sim_shapes=(Shape({"BH": 2, "S": 128}),
                                      Shape({"BH": 3, "S": 192}, label="query tile past S")))),
-    inputs=inputs,
-    reference=reference,
+    inputs=inputs_for(D),
+    reference=reference_for(D),
     outputs=("O",),
     # a grid over sequence length and batch * heads (the portfolio's buckets): short
     # prompts with many heads to one long context

@@ -7,38 +7,19 @@ The headline is batch 16 x 16 heads, S = 4096, D = 128.
 
 from __future__ import annotations
 
-import numpy as np
+from _attention import inputs_for, reference_for
 
-from cake_core.tasks import KernelEntry, Shape, Task, Tolerance, as_dtype
+from cake_core.tasks import KernelEntry, Shape, Task, Tolerance
 
 D = 128
-
-
-def inputs(dims, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    bh, s = dims["BH"], dims["S"]
-    return {"Q": as_dtype(rng.standard_normal((bh, s, D)), "bf16"),
-            "K": as_dtype(rng.standard_normal((bh, s, D)), "bf16"),
-            "Vt": as_dtype(rng.standard_normal((bh, D, s)), "bf16")}
-
-
-def reference(x: dict[str, np.ndarray], dims) -> dict[str, np.ndarray]:
-    q = x["Q"].astype(np.float64)
-    k = x["K"].astype(np.float64)
-    v = np.swapaxes(x["Vt"].astype(np.float64), 1, 2)
-    s = q @ np.swapaxes(k, 1, 2) / np.sqrt(D)
-    n = s.shape[-1]
-    s = np.where(np.tril(np.ones((n, n), dtype=bool)), s, -np.inf)   # key <= query
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    o = (p @ v) / p.sum(axis=-1, keepdims=True)
-    return {"O": as_dtype(o, "bf16")}
 
 
 TASK = Task(
     name="attention_fwd_causal",
     description=__doc__.strip().splitlines()[0],
     kernels=(KernelEntry("../attention_fwd_sm90_causal.cake", "attention_fwd_sm90_causal"),),
-    inputs=inputs,
-    reference=reference,
+    inputs=inputs_for(D),
+    reference=reference_for(D, causal=True),
     outputs=("O",),
     shapes=(Shape({"BH": 256, "S": 4096}, 1.0, "headline: batch 16 x 16 heads"),
             Shape({"BH": 256, "S": 1024}, 0.5),
