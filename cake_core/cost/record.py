@@ -27,6 +27,11 @@ if TYPE_CHECKING:
 PIPELINED, SERIAL, ONCE = "pipelined", "serial", "once"
 
 
+MUFU_WEIGHT = 8.0
+"""FP32-lane results per multi-function-unit result per clock (128 against 16 per SM on
+sm_80 and sm_90): how much longer the MUFU pipe takes for the same number of results."""
+
+
 @dataclass(frozen=True, slots=True)
 class GlobalAccess:
     """Bytes one execution moves between global memory (through L2) and the SM.
@@ -82,7 +87,11 @@ class CostRecord:
     conflicts, `cake_core.cost.banks`): their time scales by it, their bytes do not."""
     tensor: TensorWork | None = None
     cuda_ops: float = 0.0
-    """CUDA-core operations (element-wise ops, weighted: a MUFU op counts as several)."""
+    """CUDA-core operations in FP32-lane issue slots (element-wise ops; a transcendental
+    takes one slot, like an add, and its multi-function-unit work is `mufu_ops`)."""
+    mufu_ops: float = 0.0
+    """Results of the multi-function unit (exp2, log2, rsqrt, reciprocal): a pipe of its
+    own beside the FP32 lanes, an eighth as wide; the two overlap, sharing issue slots."""
     sync: tuple[tuple[str, float], ...] = ()
     """Synchronization events as (kind, count); kinds are the keys of the sync latencies."""
     issue: float = 0.0
@@ -210,7 +219,10 @@ class CostContext:
 
 
 def _atoms_deep(e: SymExpr) -> set[SymExpr]:
-    """Atoms including those inside loop-variable bounds (`k` ranging over `block.x`)."""
+    """Atoms including those inside loop variables' starts (`k` starting at `block.x`, a
+    persistent tile loop: blocks walk different tiles).  A loop's end is left out: blocks
+    whose loops differ only in how far they go (causal attention's key loop stops at each
+    query tile's diagonal) walk prefixes of the same tiles, and share them."""
     out: set[SymExpr] = set()
     stack = [e]
     while stack:
@@ -219,6 +231,6 @@ def _atoms_deep(e: SymExpr) -> set[SymExpr]:
             if a in out:
                 continue
             out.add(a)
-            if isinstance(a, Var):
-                stack.extend(b for b in (a.lo, a.hi) if b is not None)
+            if isinstance(a, Var) and a.lo is not None:
+                stack.append(a.lo)
     return out

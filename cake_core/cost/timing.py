@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from cake_core.cost.calibration import UNCALIBRATED, Calibration, default_coefficients
 from cake_core.cost.coefficients import Coefficients
 from cake_core.cost.prediction import CATEGORIES, Prediction, bottleneck_detail, line_shares
-from cake_core.cost.record import FREE, ONCE, PIPELINED, SERIAL, CostRecord
+from cake_core.cost.record import FREE, MUFU_WEIGHT, ONCE, PIPELINED, SERIAL, CostRecord
 from cake_core.cost.work import STEADY, KernelProfile, OpWork, WaveShape
 from cake_core.hardware import GpuSpec
 from cake_core.ir.types import PipelineType
@@ -76,6 +76,14 @@ def _tensor_rate(p: KernelProfile, c: Coefficients, dtype: str, family: str,
     return peak / gpu.sms * max(eff, 1e-6)
 
 
+def _cuda_seconds(times: list[_OpTimes], ops: list[OpWork], idx: list[int]) -> float:
+    """CUDA-core time of the ops `idx`: the FP32 lanes and the multi-function unit are two
+    pipes that run side by side (each transcendental also holds an FP32 issue slot, which
+    `cuda` counts), so the longer of the two binds."""
+    return max(sum(times[i].cuda * ops[i].execs for i in idx),
+               sum(times[i].mufu * ops[i].execs for i in idx))
+
+
 def _sync_seconds(rec: CostRecord, c: Coefficients) -> float:
     scale = c.sync_scale
     return sum(cnt * c.sync_ns.of(kind) for kind, cnt in rec.sync) * scale * 1e-9
@@ -84,7 +92,7 @@ def _sync_seconds(rec: CostRecord, c: Coefficients) -> float:
 class _OpTimes:
     """Per-op, per-execution times under one set of coefficients (seconds, one block)."""
 
-    __slots__ = ("cuda", "issue", "l2", "smem", "sync", "tc")
+    __slots__ = ("cuda", "issue", "l2", "mufu", "smem", "sync", "tc")
 
     def __init__(self, p: KernelProfile, w: OpWork, c: Coefficients, r: _Rates) -> None:
         rec = w.record
@@ -93,6 +101,7 @@ class _OpTimes:
             t = rec.tensor
             self.tc = t.flops / _tensor_rate(p, c, t.dtype, t.family, t.shape[1])
         self.cuda = rec.cuda_ops / r.cuda_sm
+        self.mufu = rec.mufu_ops * MUFU_WEIGHT / r.cuda_sm
         # bank conflicts: an n-way conflicted access moves its bytes in n wavefronts
         self.smem = (rec.smem_read + rec.smem_write) * rec.smem_conflict / r.smem_sm
         self.l2 = rec.l2_bytes / r.l2_sm
@@ -195,8 +204,8 @@ class _Pricing:
         term: dict[str, Term] = {}
         tc_w = [times[i].tc * ops[i].execs for i in steady]
         term["tensor"] = (b * sum(tc_w), steady, tc_w, "compute")
-        cu_w = [times[i].cuda * ops[i].execs for i in steady]
-        term["cuda"] = (b * sum(cu_w), steady, cu_w, "compute")
+        cu_w = [max(times[i].cuda, times[i].mufu) * ops[i].execs for i in steady]
+        term["cuda"] = (b * _cuda_seconds(times, ops, steady), steady, cu_w, "compute")
         sm_w = [times[i].smem * ops[i].execs for i in steady]
         term["smem"] = (b * sum(sm_w), steady, sm_w, "memory")
         l2_w = [times[i].l2 * ops[i].execs for i in steady]
@@ -250,8 +259,9 @@ class _Pricing:
         for group in self.lockstep_groups():
             idx = [i for i in self.steady if ops[i].role in group]
             tc = sum(times[i].tc * ops[i].execs for i in idx)
-            cu = sum(times[i].cuda * ops[i].execs for i in idx)
-            comp = [(times[i].tc + times[i].cuda) * ops[i].execs for i in idx]
+            cu = _cuda_seconds(times, ops, idx)
+            comp = [(times[i].tc + max(times[i].cuda, times[i].mufu)) * ops[i].execs
+                    for i in idx]
             syn = [(times[i].sync + times[i].issue) * ops[i].execs for i in idx]
             # the roles of a group wait side by side: one role's waits are the group's
             waits = sum(syn) / len(group)
@@ -262,10 +272,10 @@ class _Pricing:
             drains = "wgmma_wait0" in kinds or not asynchronous
             if families <= {"wgmma"} and asynchronous:
                 over = self.overlapped_cuda(group)
-                co = sum(times[i].cuda * ops[i].execs for i in idx if over[i])
+                co = _cuda_seconds(times, ops, [i for i in idx if over[i]])
+                cx = _cuda_seconds(times, ops, [i for i in idx if not over[i]])
             else:  # no wgmma group to follow: a drain exposes all, no drain hides all
-                co = 0.0 if drains else cu
-            cx = cu - co
+                co, cx = (0.0, cu) if drains else (cu, 0.0)
             pipes = max(tc, cu) + kappa * min(tc, cu)
             g = sum(self.warpgroups(role) for role in group)
             if g > 1 and all("named_barrier" in self.sync_kinds(r) for r in group):
@@ -418,7 +428,7 @@ class _Pricing:
                   "dram": (dram[i] + writes[i]) / r.hbm}
             binds = max(by, key=lambda k: by[k])
             mem = by[binds] * w.execs
-            comp = ws.per_sm * (t.tc + t.cuda) * w.execs
+            comp = ws.per_sm * (t.tc + max(t.cuda, t.mufu)) * w.execs
             syn = (t.sync + t.issue) * w.execs
             self.book.credit(i, "memory", mem * count)
             self.book.memory[binds] += mem * count
@@ -441,12 +451,14 @@ class _Pricing:
         tensor_flops = sum((w.record.tensor.flops if w.record.tensor else 0.0) * w.execs
                            * p.scale(w) for w in p.ops)
         cuda_ops = sum(w.record.cuda_ops * w.execs * p.scale(w) for w in p.ops)
+        mufu_ops = sum(w.record.mufu_ops * w.execs * p.scale(w) for w in p.ops)
         write_total = sum(w.record.global_write_bytes * w.execs * p.scale(w) for w in p.ops)
         compulsory = sum(t for t, _ in p.tensors.values()) + write_total
         smem_total = sum((w.record.smem_read + w.record.smem_write) * w.execs * p.scale(w)
                          for w in p.ops)
         l2_total = sum(w.record.l2_bytes * w.execs * p.scale(w) for w in p.ops)
-        floors = _floors(p, cuda_ops, compulsory, l2_total, smem_total)
+        floors = _floors(p, max(cuda_ops, MUFU_WEIGHT * mufu_ops), compulsory, l2_total,
+                         smem_total)
         # the shape's roofline takes the resources any kernel of the shape needs (the
         # agents clamp candidates' times at it); L2 and shared-memory traffic depend on
         # this kernel's tiling and only enter its own floor
@@ -582,7 +594,8 @@ def _floors(p: KernelProfile, cuda_ops: float, compulsory: float, l2_bytes: floa
             smem_bytes: float) -> dict[str, float]:
     """The least time each resource needs for the kernel's work, at the datasheet peaks
     (no efficiency): the pipes and memories overlap, so the floor is their largest, not
-    their sum.  Tensor work is priced at each dtype's own peak."""
+    their sum.  Tensor work is priced at each dtype's own peak; `cuda_ops` is the busier
+    of the FP32 issue slots and the multi-function unit, in FP32-lane operations."""
     gpu = p.gpu
     bf16 = gpu.tensor_peak.get("bf16", 1e12)
     tensor = sum(w.record.tensor.flops * w.execs * p.scale(w)

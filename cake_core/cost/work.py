@@ -287,7 +287,6 @@ def _distinct(axes: frozenset[str], wave: int, grid: tuple[int, int, int]) -> fl
     return float(min(wave, n))
 
 
-
 def _count_true(node: IfOp, env: dict[str, int], loops: list[tuple[str, range]]
                 ) -> tuple[int, int] | None:
     """(iterations where `node`'s condition holds, iterations) over every combination of
@@ -300,6 +299,7 @@ def _count_true(node: IfOp, env: dict[str, int], loops: list[tuple[str, range]]
             return None
         hits, total = hits + t, total + 1
     return hits, total
+
 
 class _Walker:
     """Collects OpWork in program order with executions per block (per tile inside the

@@ -15,7 +15,7 @@ from cost_support import example, kernel_from_text
 
 from cake_core.cost.calibration import default_coefficients
 from cake_core.cost.model import predict, profile
-from cake_core.cost.timing import _Pricing
+from cake_core.cost.timing import _cuda_seconds, _Pricing
 from cake_core.hardware import get_gpu
 from cake_core.ir.kernel import Kernel
 
@@ -73,7 +73,7 @@ def _chain(k: Kernel, dims: dict[str, int]) -> tuple[float, float, float, float]
     secs, idx, _, syn = pr.role_chains()["role:mma"]
     ops, times = pr.p.ops, pr.times
     t = sum(times[i].tc * ops[i].execs for i in idx)
-    cu = sum(times[i].cuda * ops[i].execs for i in idx)
+    cu = _cuda_seconds(times, ops, idx)   # the FP32 lanes and the MUFU pipe side by side
     return secs, t, cu, sum(syn)
 
 
@@ -82,7 +82,15 @@ def test_math_between_issue_and_wait_overlaps_the_mma() -> None:
     secs, t, cu, s = _chain(k, DIMS)
     kappa = default_coefficients(H200).pipe_contention
     assert t > 0 and cu > 0
-    assert secs == pytest.approx(max(t, cu) + kappa * min(t, cu) + s)
+    # what runs while the wgmma is in flight (x * 0.5, exp2, + 1.0) shares time with it;
+    # `y + acc`, after the wait, does not
+    pr = _Pricing(profile(k, DIMS, H200), default_coefficients(H200))
+    idx = pr.role_chains()["role:mma"][1]
+    over = pr.overlapped_cuda(("mma",))
+    co = _cuda_seconds(pr.times, pr.p.ops, [i for i in idx if over[i]])
+    cx = _cuda_seconds(pr.times, pr.p.ops, [i for i in idx if not over[i]])
+    assert co > 0 and cx > 0
+    assert secs == pytest.approx(max(t, co) + kappa * min(t, co) + cx + s)
     assert secs < t + cu + s
 
 

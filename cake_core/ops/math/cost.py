@@ -1,8 +1,11 @@
 """Cost facets of element-wise math and row reductions on the CUDA cores.
 
 Work is counted in FP32-lane operations per block.  Transcendentals go through the
-multi-function unit, which issues an eighth as many results per clock as the FP32 lanes
-on sm_80 and later, so each counts eight; a division is a reciprocal plus a multiply.
+multi-function unit (MUFU), a pipe of its own that delivers an eighth as many results per
+clock as the FP32 lanes on sm_80 and later (16 against 128 per SM; CUDA C++ Programming
+Guide, arithmetic instruction throughput): each takes one FP32 issue slot (`cuda_ops`) and
+one MUFU result (`mufu_ops`), and the timing model overlaps the two pipes.  A division is
+a reciprocal plus a multiply; `exp` is a multiply by log2(e) and an `exp2`.
 """
 
 from __future__ import annotations
@@ -14,8 +17,6 @@ from cake_core.cost.record import FREE, CostContext, CostRecord
 from cake_core.ir.kernel import Op
 from cake_core.ir.types import FragmentType
 
-MUFU_WEIGHT = 8.0
-
 Facet = Callable[[Op, CostContext], CostRecord]
 
 
@@ -26,9 +27,10 @@ def _elements(op: Op, ctx: CostContext) -> float:
     return float(max(sizes, default=0) * ctx.replicas(op))
 
 
-def _ew(weight: float) -> Facet:
+def _ew(weight: float, mufu: float = 0.0) -> Facet:
     def facet(op: Op, ctx: CostContext) -> CostRecord:
-        return CostRecord(cuda_ops=weight * _elements(op, ctx))
+        n = _elements(op, ctx)
+        return CostRecord(cuda_ops=weight * n, mufu_ops=mufu * n)
 
     return facet
 
@@ -40,9 +42,9 @@ where = _ew(1.0)
 col_index = row_index = _ew(1.0)  # an integer add of the thread's offset per register
 fma = _ew(1.0)  # one FFMA
 cast = _ew(1.0)
-div = _ew(MUFU_WEIGHT + 1.0)
-exp = _ew(MUFU_WEIGHT + 1.0)
-exp2 = log = log2 = sqrt = rsqrt = _ew(MUFU_WEIGHT)
+div = _ew(2.0, mufu=1.0)
+exp = _ew(2.0, mufu=1.0)
+exp2 = log = log2 = sqrt = rsqrt = _ew(1.0, mufu=1.0)
 
 
 def unsqueeze(op: Op, ctx: CostContext) -> CostRecord:

@@ -58,9 +58,10 @@ def test_every_key_loop_stops_at_the_diagonal_and_the_result_is_right() -> None:
 def test_the_cost_model_sees_about_half_the_tiles_go() -> None:
     out = _result(NO_SKIP)
     assert out is not None
-    # 33 of 64 key tiles per block on average at the headline S = 4096: at most 64 / 33;
-    # less, for what does not shrink (the Q loads, the epilogue, the diagonal masks)
-    assert 1.4 < out.params["predicted"]["speedup"] < 64 / 33, out.params["predicted"]
+    # 33 of 64 key tiles per block on average at the headline S = 4096: about 64 / 33.
+    # Less for what does not shrink (the Q loads, the epilogue); a little more because the
+    # seed also runs the causal mask on every tile past the diagonal, which goes too.
+    assert 1.4 < out.params["predicted"]["speedup"] < 2.1, out.params["predicted"]
 
 
 def test_it_is_not_offered_where_the_loops_already_stop() -> None:
