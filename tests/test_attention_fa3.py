@@ -53,6 +53,20 @@ def test_a_wait_one_group_too_shallow_is_ck306() -> None:
     assert "CK306" in codes
 
 
+def test_one_shallow_wait_is_found_and_its_fix_is_a_count() -> None:
+    """Only the first in-loop wait at 3: S(0)'s second wgmma is still in flight when the
+    softmax reads s0.  The fix names the count, not a constant that happens to equal it
+    (`WG0_TURN` is 2, and a barrier id)."""
+    text = _text()
+    first = "            wgmma_wait(2)                        # S(2i) and P(2i-1)"
+    assert text.count(first) == 2  # one per role; change the first role's only
+    bad = text.replace(first, first.replace("(2)", "(3)"), 1)
+    found = [d for d in check_text(bad, "fa3.cake").errors if d.code == "CK306"]
+    assert found
+    edits = [e for d in found for f in d.fixes for e in f.edits]
+    assert edits and all(e.new_text == "2" for e in edits), [e.new_text for e in edits]
+
+
 @pytest.mark.parametrize("s", [64, 128, 192, 256, 320])
 def test_the_simulator_matches_the_reference(s: int) -> None:
     """1 to 5 key tiles: the peeled tails of both parities and the pair loop 0-2 times."""

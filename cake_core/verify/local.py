@@ -422,7 +422,7 @@ class AgentRun:
             related.append(Related(wop.span, "this wait leaves it in flight"))
             fix = Fix(f"wait until at most {need} group{'s' if need != 1 else ''} "
                       f"{'are' if need != 1 else 'is'} pending: `wgmma_wait({need})`",
-                      (TextEdit(wop.arg_spans["n"], self.facts.spell(need)),))
+                      (TextEdit(wop.arg_spans["n"], str(need)),))
         else:
             fix = Fix(f"wait for the wgmma first: `wgmma_wait({pending})`",
                       (self.facts.insert_before(op.span, f"wgmma_wait({pending})"),))
@@ -566,7 +566,7 @@ class AgentRun:
                    f"group{'s' if n != 1 else ''} in flight, and this copy's group is one of them")
             if need >= 0 and "n" in wop.arg_spans:
                 fixes.append(Fix(f"leave at most {need} group{'s' if need != 1 else ''} pending",
-                                 (TextEdit(wop.arg_spans["n"], self.facts.spell(need)),)))
+                                 (TextEdit(wop.arg_spans["n"], str(need)),)))
         key = ("307", id(self.cp_wait[0]) if self.cp_wait else None)
         self.once(key, codes.CP_ASYNC_NOT_WAITED.at(
             op.span, f"reads {w.region.describe()} before the cp.async copy filling it has "
