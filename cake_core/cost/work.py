@@ -16,6 +16,7 @@ import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from cake_core.cost.evaluate import MissingDimError, dims_needed, evaluate
 from cake_core.cost.exposure import load_exposure
@@ -287,6 +288,13 @@ def _distinct(axes: frozenset[str], wave: int, grid: tuple[int, int, int]) -> fl
     return float(min(wave, n))
 
 
+def _block_var(a: SymExpr) -> TypeGuard[Var]:
+    """A block index with a known range (`block.x` in [0, grid.x)): what the walker counts
+    block by block."""
+    return isinstance(a, Var) and a.name.startswith("block.") and a.lo is not None \
+        and a.hi is not None
+
+
 def _count_true(node: IfOp, env: dict[str, int], loops: list[tuple[str, range]]
                 ) -> tuple[int, int] | None:
     """(iterations where `node`'s condition holds, iterations) over every combination of
@@ -373,14 +381,11 @@ class _Walker:
         mean trip count, not the middle block's (a `min` or a `cdiv` makes the two differ)
         nor the longest block's.  Past `_MAX_SHARE` block combinations the middle of each
         range stands in (`evaluate`)."""
-        blocks = sorted({a for a in count.atoms() if isinstance(a, Var)
-                         and a.name.startswith("block.") and a.name not in self.ctx.env
-                         and a.lo is not None and a.hi is not None},
-                        key=lambda v: v.name)
+        blocks = sorted({a for a in count.atoms() if _block_var(a)
+                         and a.name not in self.ctx.env}, key=lambda v: v.name)
         if not blocks:
             return float(max(0, evaluate(count, self.ctx.env)))
-        ranges = [range(evaluate(v.lo, self.ctx.env), evaluate(v.hi, self.ctx.env))  # type: ignore[arg-type]
-                  for v in blocks]
+        ranges = self._block_ranges(blocks)
         if not all(ranges) or math.prod(len(r) for r in ranges) > _MAX_SHARE:
             return float(max(0, evaluate(count, self.ctx.env)))
         env = dict(self.ctx.env)
@@ -389,6 +394,11 @@ class _Walker:
             env.update(zip((v.name for v in blocks), values, strict=True))
             total += max(0, evaluate(count, env))
         return total / math.prod(len(r) for r in ranges)
+
+    def _block_ranges(self, blocks: list[Var]) -> list[range]:
+        """The values each block index takes at these launch sizes."""
+        return [range(evaluate(v.lo, self.ctx.env), evaluate(v.hi, self.ctx.env))  # type: ignore[arg-type]
+                for v in blocks]
 
     def _iterations(self, loop: ForOp, env: Mapping[str, int] | None = None) -> range:
         env = self.ctx.env if env is None else env
@@ -415,16 +425,15 @@ class _Walker:
             for a in leaf.atoms():
                 if isinstance(a, Var):
                     names.add(a.name)
-                    if a.name.startswith("block.") and a.lo is not None and a.hi is not None:
+                    if _block_var(a):
                         blocks[a.name] = a
         if any(v not in blocks for v in names - {v for v, _ in self._loops}):
             return 1.0
         for (v, _), n in zip(self._loops, self._loop_nodes, strict=True):
             if v in names:  # a loop whose bounds depend on the block: count block by block
                 for bound in (n.start, n.stop, n.step):
-                    blocks.update((a.name, a) for a in bound.atoms() if isinstance(a, Var)
-                                  and a.name.startswith("block.") and a.lo is not None
-                                  and a.hi is not None and a.name not in self.ctx.env)
+                    blocks.update((a.name, a) for a in bound.atoms()
+                                  if _block_var(a) and a.name not in self.ctx.env)
         if blocks:
             return self._block_share(node, names, list(blocks.values()))
         env: dict[str, int] = {"$" + k: int(v) for k, v in self.ctx.env.items()}
@@ -444,8 +453,7 @@ class _Walker:
         iterations.  That matches executions priced with the mean trip count (`_trips`).
         Past `_MAX_SHARE` combinations both sides count in full: an upper bound."""
         try:
-            ranges = [range(evaluate(v.lo, self.ctx.env), evaluate(v.hi, self.ctx.env))  # type: ignore[arg-type]
-                      for v in blocks]
+            ranges = self._block_ranges(blocks)
         except (MissingDimError, ZeroDivisionError):
             return 1.0
         if math.prod(len(r) for r in ranges) > _MAX_SHARE:

@@ -72,14 +72,11 @@ def _rebinds(nodes: Sequence[Node], name: str) -> bool:
 
 
 def _bodies(kernel: Kernel) -> Iterator[list[Node]]:
-    """Every statement list of the kernel: its body, each role's, each loop's and branch's."""
-    stack: list[list[Node]] = [kernel.body, *(r.body for r in kernel.roles.values())]
-    seen: set[int] = set()
+    """Every statement list of the kernel: its body, each role's (the roles are statements
+    of the body), each loop's and branch's."""
+    stack: list[list[Node]] = [kernel.body]
     while stack:
         body = stack.pop()
-        if id(body) in seen:
-            continue
-        seen.add(id(body))
         yield body
         for n in body:
             if isinstance(n, ForOp | Role):

@@ -212,24 +212,27 @@ class SimContext:
         f = self.value(op.args[name])
         if not isinstance(f, Fragment):
             raise SimUnsupported(f"`{op.args[name].name}` is not a fragment at run time")
-        if f.pending and not pending_ok:
-            self._not_ready(op, name)
-        if f.undefined and not pending_ok:
-            self._undefined(op, name)
+        if not pending_ok:
+            self._check_read(op, name, f)
         return f
 
     def operand(self, op: Op, name: str) -> np.ndarray | float | builtins.int | bool:
         """A math operand: a fragment's array (checked ready) or a scalar."""
         x = self.value(op.args[name])
         if isinstance(x, Fragment):
-            if x.pending:
-                self._not_ready(op, name)
-            if x.undefined:
-                self._undefined(op, name)
+            self._check_read(op, name, x)
             return x.array
         if isinstance(x, bool | int | float | np.ndarray | np.generic):
             return x  # type: ignore[return-value]
         raise SimUnsupported(f"`{op.args[name].name}` is not a number or fragment")
+
+    def _check_read(self, op: Op, name: str, f: Fragment) -> None:
+        """Report a read of registers that hold no defined value: wgmma groups still write
+        them (CK506), or nothing has written them since `fill=None` (CK511)."""
+        if f.pending:
+            self._not_ready(op, name)
+        if f.undefined:
+            self._undefined(op, name)
 
     def _not_ready(self, op: Op, name: str) -> None:
         v = op.args[name]

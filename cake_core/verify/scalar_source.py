@@ -15,11 +15,9 @@ two parts are one buffer to the read-only cache.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from cake_core.diagnostics import codes
 from cake_core.diagnostics.model import Diagnostic, Related
-from cake_core.ir.kernel import Kernel, Op, Program, walk_nodes
+from cake_core.ir.kernel import Kernel, Op, Program
 from cake_core.ir.types import IntType, TensorType, TileType
 from cake_core.source import SourceFile
 
@@ -32,15 +30,6 @@ def check(program: Program, source: SourceFile) -> list[Diagnostic]:
     for kernel in program.kernels:
         out.extend(_check_kernel(kernel))
     return out
-
-
-def _ops(kernel: Kernel) -> Iterator[Op]:
-    nodes = [*kernel.body, *(n for r in kernel.roles.values() for n in r.body)]
-    seen: set[int] = set()
-    for n in walk_nodes(nodes):
-        if isinstance(n, Op) and id(n) not in seen:
-            seen.add(id(n))
-            yield n
 
 
 def _scalar_source(op: Op) -> str | None:
@@ -64,7 +53,7 @@ def _written(op: Op) -> str | None:
 
 
 def _check_kernel(kernel: Kernel) -> list[Diagnostic]:
-    ops = list(_ops(kernel))
+    ops = list(kernel.ops())
     first_write: dict[str, Op] = {}
     for op in ops:
         t = _written(op)
