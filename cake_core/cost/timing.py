@@ -3,15 +3,15 @@
 Per wave of resident blocks:
 
 - steady state (`_Pricing.throughput`, `latency_bound`, `role_chains`, combined by
-  `overlap`) = the largest of: tensor-core time, CUDA-core time, shared-memory and
-  L2->SM bandwidth (each summed over the blocks sharing an SM), DRAM time of the wave's
-  distinct bytes, the pipeline latency bound (an iteration cannot be shorter than the
-  memory round trip divided by the iterations in flight, `stages - 1`), and each role's
-  own chain of compute, synchronization and issue (`role_chains`: roles overlap each
-  other; within a role only the CUDA-core work issued while one of its wgmma groups is in
-  flight overlaps its tensor work, `overlapped_cuda` says which; the two pipes then share
-  issue slots and register-file ports, the `pipe_contention` share; warpgroups staggered
-  by named barriers overlap one's MMA with another's math);
+  `overlap`) = the largest of: tensor-core time, CUDA-core time, shared-memory and L2->SM
+  bandwidth (each summed over the blocks sharing an SM), DRAM time of the wave's distinct
+  bytes, the pipeline latency bound (Little's law over the buffers: each of the `stages`
+  buffers cycles through a round trip and the iteration that consumes it), and each
+  role's own chain of compute, synchronization and issue (`role_chains`: roles overlap
+  each other; within a role only the CUDA-core work issued while one of its wgmma groups
+  is in flight overlaps its tensor work, `overlapped_cuda` says which; the two pipes then
+  share issue slots and register-file ports, the `pipe_contention` share; warpgroups
+  staggered by named barriers overlap one's MMA with another's math);
 - plus what cannot overlap: the pipeline fill (`fill`: one round trip and the first
   stage; only once for a persistent kernel whose producer runs ahead across tiles), loads
   every iteration waits for (`waited`; `exposure.py` says which), the prologue and
@@ -32,11 +32,13 @@ from dataclasses import dataclass
 
 from cake_core.cost.calibration import UNCALIBRATED, Calibration, default_coefficients
 from cake_core.cost.coefficients import Coefficients
+from cake_core.cost.exposure import barrier_key
 from cake_core.cost.prediction import CATEGORIES, Prediction, bottleneck_detail, line_shares
 from cake_core.cost.record import FREE, MUFU_WEIGHT, ONCE, PIPELINED, SERIAL, CostRecord
 from cake_core.cost.work import STEADY, KernelProfile, OpWork, WaveShape
 from cake_core.hardware import GpuSpec
 from cake_core.ir.types import PipelineType
+from cake_core.primitives.registry import PipeAction
 from cake_core.verify.register_estimate import ALL_WARPS
 
 Term = tuple[float, list[int], list[float], str]
@@ -180,11 +182,12 @@ class _Pricing:
         writes = [w.record.global_write_bytes * w.execs
                   * (min(ws.blocks, p.blocks) if w.per_block else ws.blocks) for w in p.ops]
         terms = self.throughput(ws, dram, writes)
-        terms["latency"] = self.latency_bound()
         chains = self.role_chains()
         for key, (secs, idx, comp, syn) in chains.items():
             terms[key] = (secs, idx, [a + s for a, s in zip(comp, syn, strict=True)],
                           "compute")
+        terms["latency"] = self.latency_bound(max((t[0] for t in terms.values()),
+                                                  default=0.0))
         wave = self.overlap(ws, terms, chains)
         fill_all = self.fill(ws)
         waited = self.waited(ws)
@@ -214,14 +217,27 @@ class _Pricing:
         term["dram"] = (sum(dr_w) / self.r.hbm, steady, dr_w, "memory")
         return term
 
-    def latency_bound(self) -> Term:
-        """Little's law: `depth` iterations in flight cover one round trip, so an iteration
-        of a pipelined loop takes at least the round trip over the depth."""
+    def latency_bound(self, busy: float) -> Term:
+        """Little's law over a pipeline's buffers: each of a loop's `depth + 1` stages
+        cycles through a round trip (the copy in flight, `L`) and the iteration that
+        consumes it (`c`, the stage is held until it is released), so `depth + 1`
+        iterations take at least `L + c`: an iteration takes at least
+        `(L + c) / (depth + 1)`.  `depth` (`stages - 1`) is the copies in flight while one
+        stage is consumed; pricing the round trip alone over `depth` (`L / depth`) counts
+        the consumed stage as idle, which overstates the bound whenever it binds (it
+        binds exactly when `L > depth x c`, and then `(L + c) / (depth + 1) < L / depth`)
+        and agrees with it where it does not.  `busy` is the wave's steady state without
+        this bound (the largest compute, memory and role-chain term): the time its
+        iterations take when no copy is late, shared out over the pipelined loops by
+        their iterations."""
         lat_idx: list[int] = []
         lat_w: list[float] = []
+        execs = {loop: self.p.loop_execs[loop] for loop in self.pipelined_loops}
+        total = sum(execs.values())
         for loop, (idx, depth, _bytes) in self.pipelined_loops.items():
-            per_iter = max(self.op_latency[i] for i in idx) / max(1, depth)
-            secs = self.p.loop_execs[loop] * per_iter
+            trip = max(self.op_latency[i] for i in idx)
+            consume = busy * execs[loop] / total if total else 0.0
+            secs = (execs[loop] * trip + consume) / (max(1, depth) + 1)
             for i in idx:
                 lat_idx.append(i)
                 lat_w.append(secs / len(idx))
@@ -533,7 +549,14 @@ def _dram_reads(p: KernelProfile, c: Coefficients) -> list[list[float]]:
 
 
 def _pipelined_loops(p: KernelProfile) -> dict[int, tuple[list[int], int, float]]:
-    """Loop -> (its pipelined read ops, iterations in flight, bytes per iteration)."""
+    """Loop -> (its pipelined read ops, iterations in flight, bytes per iteration).
+
+    The loop is the one a stage is filled in: copies of one pipeline stage issued by an
+    inner loop (a tile loaded as several swizzle-wide slabs, `for h in range(D // DK)`)
+    complete on the stage's one barrier phase, so they are one round trip per stage, not
+    one per slab; the stage loop is where the producer commits (`_stage_loops`).  A copy
+    with no commit to go by keeps its innermost loop."""
+    stage_loops = _stage_loops(p)
     loops: dict[int, tuple[list[int], int, float]] = {}
     for i, w in enumerate(p.ops):
         if w.loop is None or w.phase != STEADY or not w.execs:
@@ -541,12 +564,29 @@ def _pipelined_loops(p: KernelProfile) -> dict[int, tuple[list[int], int, float]
         for a in w.record.reads:
             if a.latency != PIPELINED:
                 continue
-            idx, depth, nbytes = loops.get(w.loop, ([], 1 << 30, 0.0))
+            loop = stage_loops.get((w.role, a.group), w.loop)
+            if p.loop_execs[loop] > p.loop_execs[w.loop]:
+                loop = w.loop  # a commit outside this copy's loop nest
+            idx, depth, nbytes = loops.get(loop, ([], 1 << 30, 0.0))
             if i not in idx:
                 idx.append(i)
-            per_iter = w.execs / p.loop_execs[w.loop] if p.loop_execs[w.loop] else 0.0
-            loops[w.loop] = (idx, min(depth, max(1, a.depth)), nbytes + a.bytes * per_iter)
+            per_iter = w.execs / p.loop_execs[loop] if p.loop_execs[loop] else 0.0
+            loops[loop] = (idx, min(depth, max(1, a.depth)), nbytes + a.bytes * per_iter)
     return loops
+
+
+def _stage_loops(p: KernelProfile) -> dict[tuple[str, str], int]:
+    """(role, copy group) -> the loop in which that role commits a stage of the pipeline
+    (the group a TMA copy names is its barrier key joined, `tma_load`'s cost facet)."""
+    out: dict[tuple[str, str], int] = {}
+    for w in p.ops:
+        spec = w.op.prim.effects
+        if w.loop is None or w.phase != STEADY or spec.pipe_action is not PipeAction.COMMIT:
+            continue
+        key = barrier_key(w.op.args.get(spec.arrives or "self"))
+        if key is not None:
+            out.setdefault((w.role, "/".join(key)), w.loop)
+    return out
 
 
 def _waited_groups(p: KernelProfile) -> list[tuple[list[int], float]]:
