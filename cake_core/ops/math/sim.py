@@ -100,6 +100,13 @@ def unsqueeze(op: Op, ctx: SimContext) -> Fragment:
     return Fragment(np.expand_dims(f.array, ctx.int(op, "dim")), f.dtype)
 
 
+def cols(op: Op, ctx: SimContext) -> Fragment:
+    """A copy of the columns: the lowering renames registers, but a re-binding of `x`
+    later must not change the slice, and a copy is what keeps the two independent."""
+    f = ctx.frag(op, "x")
+    return Fragment(f.array[:, ctx.int(op, "start"):ctx.int(op, "stop")].copy(), f.dtype)
+
+
 def _rows(ctx: SimContext, op: Op) -> np.ndarray:
     return np.asarray(ctx.operand(op, "x"))
 
