@@ -146,13 +146,28 @@ def test_nvcc_compiles_it_without_spills_or_serialized_wgmmas(tmp_path: Path) ->
     assert "CK604" not in out.output, out.output
 
 
+#: One warpgroup over 128 rows: two 64-row slabs, each sliced at its own register offset.
+TWO_SLABS = CHAIN.replace("BM, D, N1, D2, HK = 64,", "BM, D, N1, D2, HK = 128,")
+
+
+def test_two_slabs_slice_each_slab() -> None:
+    assert TWO_SLABS != CHAIN
+    res = lower_source(SourceFile.from_bytes(TWO_SLABS.encode(), "chain.cake"))
+    assert res.ok and res.cu is not None, res.diagnostics
+    assert re.search(r"\[(\w+) \* 32 \+ (\w+) \* 4 \+ (\w+) \* 2 \+ (\w+)\] = "
+                     r"p\[\1 \* 64 \+ \2 \* 4 \+ \3 \* 2 \+ \4 \+ 32\];", res.cu)
+    report = run_task(TASK, SimKernel.from_text(TWO_SLABS, "chain.cake"), n_schedules=1)
+    assert report.passed, report
+
+
 @pytest.mark.skipif(not host_compiler_present(), reason="needs a host C++ compiler")
-def test_the_emulated_lowering_matches_numpy(tmp_path: Path) -> None:
+@pytest.mark.parametrize("text", [CHAIN, TWO_SLABS], ids=["one_slab", "two_slabs"])
+def test_the_emulated_lowering_matches_numpy(tmp_path: Path, text: str) -> None:
     from cake_core.run.protocol import TimingConfig
     from cake_core.run.runner import EMULATE, BenchOptions, bench
 
     path = tmp_path / "chain.cake"
-    path.write_text(CHAIN)
+    path.write_text(text)
     opts = BenchOptions(shapes=[Shape({"M": 72})], seeds=(0, 1),
                         timing=TimingConfig(enabled=False), backend=EMULATE, baseline=False,
                         emulate_seed=0)

@@ -203,5 +203,6 @@ def row_reduction(op: Op, ctx: LayoutContext) -> None:
             ctx.put(r, x.project((x.axes[0],)))
 
 
-__all__ = ["WithLayouts", "column_slice", "declared", "elementwise", "fixed", "mma_accumulator", "mma_operand",
-           "row_reduction", "unsqueeze", "wgmma_a", "wgmma_accumulator", "with_layouts"]
+__all__ = ["WithLayouts", "column_slice", "declared", "elementwise", "fixed", "mma_accumulator",
+           "mma_operand", "row_reduction", "unsqueeze", "wgmma_a", "wgmma_accumulator",
+           "with_layouts"]
