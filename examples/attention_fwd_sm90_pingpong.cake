@@ -13,6 +13,9 @@ transposed, Vt (BH, D, S)); see that file for the softmax.  What changes is the 
 - P(j) @ V(j) is issued at the bottom of iteration j and retires with S(j + 1): it runs
   while the role waits for the next stage and for its turn.
 - The stage of key tile j - 1 goes back to the producer once P(j-1) @ V(j-1) retired.
+- A key tile is 128 keys (S(j) is m64n128).  A 128-key row of Vt would be 256 bytes, two
+  swizzle(128) spans, so a stage holds V as two 64-key halves, and P(j) @ V(j) is two
+  wgmmas, each on the 64 columns of P (`pb[:, 0:VK]`, `pb[:, VK:BN]`) that meet its half.
 """
 
 BM, BN = 64, 128           # per warpgroup: 64 query rows, 128 keys per tile
@@ -75,7 +78,7 @@ def attention_fwd_sm90_pingpong(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH
             wgmma(o, pb[:, VK:BN], sv[st, 1].T)      # keys 64 .. 127
         wgmma_wait(0)
         kv.release()
-        o = o / unsqueeze(l, 1)
+        o = o * unsqueeze(1.0 / l, 1)       # one reciprocal per row, not per element
         store(O.tile((1, BM, D), (block.y, 2 * block.x + 0, 0)), cast(o, bf16))
 
     with role("wg1", warps=range(8, 12), regs=232):
@@ -105,5 +108,5 @@ def attention_fwd_sm90_pingpong(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH
             wgmma(o, pb[:, VK:BN], sv[st, 1].T)      # keys 64 .. 127
         wgmma_wait(0)
         kv.release()
-        o = o / unsqueeze(l, 1)
+        o = o * unsqueeze(1.0 / l, 1)       # one reciprocal per row, not per element
         store(O.tile((1, BM, D), (block.y, 2 * block.x + 1, 0)), cast(o, bf16))

@@ -220,3 +220,24 @@ def test_a_buffer_is_still_not_sliced() -> None:
     text = CHAIN.replace("s2[0].T", "s2[0:1].T")
     found = [(d.code, d.message) for d in check_text(text, "chain.cake").errors]
     assert found and found[0][0] == "CK111" and "slices are not supported" in found[0][1]
+
+
+# --- a slice holds its base's registers while a wgmma reads it -----------------------------
+REBOUND = CHAIN.replace("        wgmma(y, p[:, HK:], s2[1].T)\n        wgmma_wait(0)\n",
+                        "        wgmma(y, p[:, HK:], s2[1].T)\n"
+                        "        p = cast(h * 2.0, bf16)\n"
+                        "        wgmma_wait(0)\n")
+
+
+def test_rebinding_the_base_of_a_slice_in_flight_is_ck328() -> None:
+    """The wgmma reads `p`'s registers through the slice: re-binding `p` before the wait
+    overwrites them (static CK328, at the re-binding)."""
+    assert REBOUND != CHAIN
+    found = [(d.code, d.span.start.line + 1) for d in check_text(REBOUND, "c.cake").diagnostics]
+    line = REBOUND.splitlines().index("        p = cast(h * 2.0, bf16)") + 1
+    assert found == [("CK328", line)], found
+
+
+def test_the_simulator_reports_the_base_rebound_in_flight() -> None:
+    report = run_task(TASK, SimKernel.from_text(REBOUND, "c.cake"), n_schedules=1)
+    assert "CK506" in {d.code for d in report.diagnostics}

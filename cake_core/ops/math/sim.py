@@ -101,10 +101,12 @@ def unsqueeze(op: Op, ctx: SimContext) -> Fragment:
 
 
 def cols(op: Op, ctx: SimContext) -> Fragment:
-    """A copy of the columns: the lowering renames registers, but a re-binding of `x`
-    later must not change the slice, and a copy is what keeps the two independent."""
+    """A copy of the columns, which remembers the fragment whose registers it names: a
+    wgmma reading the slice holds that fragment's registers (a re-binding of its name
+    before the wait is the dynamic CK506)."""
     f = ctx.frag(op, "x")
-    return Fragment(f.array[:, ctx.int(op, "start"):ctx.int(op, "stop")].copy(), f.dtype)
+    return Fragment(f.array[:, ctx.int(op, "start"):ctx.int(op, "stop")].copy(), f.dtype,
+                    base=f.base or f)
 
 
 def _rows(ctx: SimContext, op: Op) -> np.ndarray:
