@@ -13,10 +13,13 @@ transposed, Vt (BH, D, S)); see that file for the softmax.  What changes is the 
 - P(j) @ V(j) is issued at the bottom of iteration j and retires with S(j + 1): it runs
   while the role waits for the next stage and for its turn.
 - The stage of key tile j - 1 goes back to the producer once P(j-1) @ V(j-1) retired.
+- A key tile is 128 keys (S(j) is m64n128).  A 128-key row of Vt would be 256 bytes, two
+  swizzle(128) spans, so a stage holds V as two 64-key halves, and P(j) @ V(j) is two
+  wgmmas, each on the 64 columns of P (`pb[:, 0:VK]`, `pb[:, VK:BN]`) that meet its half.
 """
 
-BM, BN = 64, 64            # per warpgroup: 64 query rows, 64 keys per tile
-D, DK = 128, 64
+BM, BN = 64, 128           # per warpgroup: 64 query rows, 128 keys per tile
+D, DK, VK = 128, 64, 64    # Q and K tiles in 64-column halves of D; Vt in 64-key halves
 STAGES = 3
 SCALE_LOG2 = 0.12751743074602467   # log2(e) / sqrt(D)
 WG1_TURN, WG0_TURN = 1, 2
@@ -29,7 +32,7 @@ def attention_fwd_sm90_pingpong(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH
                                 Vt: Tensor[bf16, (BH, D, S)], O: Tensor[bf16, (BH, S, D)]):
     sq = smem(bf16, (2, D // DK, BM, DK), layout=swizzle(128))
     sk = smem(bf16, (STAGES, D // DK, BN, DK), layout=swizzle(128))
-    sv = smem(bf16, (STAGES, D, BN), layout=swizzle(128))
+    sv = smem(bf16, (STAGES, BN // VK, D, VK), layout=swizzle(128))
     qready = mbarrier(count=1)
     kv = pipeline(stages=STAGES, producer="load", consumer=("wg0", "wg1"))
     fence_barrier_init()
@@ -44,7 +47,8 @@ def attention_fwd_sm90_pingpong(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH
             st = kv.acquire()
             for h in range(D // DK):
                 tma_load(sk[st, h], K.tile((1, BN, DK), (block.y, j, h)), kv)
-            tma_load(sv[st], Vt.tile((1, D, BN), (block.y, 0, j)), kv)
+            for h in range(BN // VK):
+                tma_load(sv[st, h], Vt.tile((1, D, VK), (block.y, 0, 2 * j + h)), kv)
             kv.commit()
 
     with role("wg0", warps=range(4, 8), regs=232):
@@ -69,10 +73,12 @@ def attention_fwd_sm90_pingpong(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH
             l = fma(l, alpha, row_sum(p))
             m = ms * 1.0                     # a new value (see docs/kernels/attention.md)
             o = o * unsqueeze(alpha, 1)
-            wgmma(o, cast(p, bf16), sv[st].T)
+            pb = cast(p, bf16)
+            wgmma(o, pb[:, 0:VK], sv[st, 0].T)       # keys 0 .. 63 of the tile
+            wgmma(o, pb[:, VK:BN], sv[st, 1].T)      # keys 64 .. 127
         wgmma_wait(0)
         kv.release()
-        o = o / unsqueeze(l, 1)
+        o = o * unsqueeze(1.0 / l, 1)       # one reciprocal per row, not per element
         store(O.tile((1, BM, D), (block.y, 2 * block.x + 0, 0)), cast(o, bf16))
 
     with role("wg1", warps=range(8, 12), regs=232):
@@ -97,8 +103,10 @@ def attention_fwd_sm90_pingpong(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (BH
             l = fma(l, alpha, row_sum(p))
             m = ms * 1.0                     # a new value (see docs/kernels/attention.md)
             o = o * unsqueeze(alpha, 1)
-            wgmma(o, cast(p, bf16), sv[st].T)
+            pb = cast(p, bf16)
+            wgmma(o, pb[:, 0:VK], sv[st, 0].T)       # keys 0 .. 63 of the tile
+            wgmma(o, pb[:, VK:BN], sv[st, 1].T)      # keys 64 .. 127
         wgmma_wait(0)
         kv.release()
-        o = o / unsqueeze(l, 1)
+        o = o * unsqueeze(1.0 / l, 1)       # one reciprocal per row, not per element
         store(O.tile((1, BM, D), (block.y, 2 * block.x + 1, 0)), cast(o, bf16))

@@ -32,8 +32,13 @@ def test_p_stays_in_registers_as_the_a_operand() -> None:
     """The second GEMM's A is the bf16 cast of the softmax numerators, not a buffer."""
     for path in (EXAMPLE, PINGPONG):
         text = path.read_text(encoding="utf-8")
-        assert "wgmma(o, cast(p, bf16), sv[st].T)" in text
         assert "exp2(fma(s, SCALE_LOG2, -unsqueeze(ms, 1)))" in text   # one fma per element
+    assert "wgmma(o, cast(p, bf16), sv[st].T)" in EXAMPLE.read_text(encoding="utf-8")
+    # 128 keys per tile: V in two 64-key halves, each fed by a 64-column slice of P
+    text = PINGPONG.read_text(encoding="utf-8")
+    assert "pb = cast(p, bf16)" in text
+    assert "wgmma(o, pb[:, 0:VK], sv[st, 0].T)" in text
+    assert "wgmma(o, pb[:, VK:BN], sv[st, 1].T)" in text
 
 
 @pytest.mark.parametrize("path", BOTH)

@@ -106,6 +106,45 @@ class OperatorEvaluation(CallEvaluation):
             return error_value(span)
         return self.apply(prim_name, [(a, left.span), (b, right.span)], {}, span)
 
+    def _fragment_columns(self, e: ast.Subscript, base: Value,
+                          raw: tuple[ast.Expr, ...]) -> Value:
+        """`x[:, a:b]`: the columns a..b of a 2-D fragment, as the `cols` primitive.
+
+        Only the column axis is sliced, with constant bounds and no step: a slice of a
+        wgmma fragment on k16 boundaries renames registers, anything else would move
+        elements between threads, which no register layout does for free.
+        """
+        rows = raw[0] if len(raw) == 2 else None
+        cols = raw[1] if len(raw) == 2 else None
+        if not (isinstance(rows, ast.Slice) and rows.lower is None and rows.upper is None
+                and rows.step is None) or not isinstance(cols, ast.Slice):
+            self.diags.append(codes.BAD_INDEX.at(
+                e.index.span, "a fragment is sliced along its columns only, keeping every "
+                "row: `x[:, start:stop]`"))
+            return error_value(e.span)
+        if cols.step is not None:
+            self.diags.append(codes.BAD_INDEX.at(
+                cols.step.span, "a column slice has no step: `x[:, start:stop]`"))
+            return error_value(e.span)
+        t = base.type
+        assert isinstance(t, FragmentType)
+        width = t.shape[1] if len(t.shape) == 2 else None
+        bounds: list[tuple[Value, Span]] = []
+        for bound, default in ((cols.lower, S.Const(0)), (cols.upper, width)):
+            if bound is None:
+                if default is None:
+                    self.diags.append(codes.SHAPE_MISMATCH.at(
+                        e.value.span, f"a column slice takes a 2-D fragment, not "
+                        f"{t.describe()}"))
+                    return error_value(e.span)
+                bounds.append((self.bounded_int(default, cols.span), cols.span))
+                continue
+            v = self.expr(bound)
+            if isinstance(v.type, ErrorType):
+                return error_value(e.span)
+            bounds.append((v, bound.span))
+        return self.apply("cols", [(base, e.value.span), *bounds], {}, e.span)
+
     def _op_fix(self, left: ast.Expr, right: ast.Expr, old: str, new: str) -> list[Fix]:
         src = self.pb.source
         between = src.data[left.span.end.offset:right.span.start.offset]

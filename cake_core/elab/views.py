@@ -123,11 +123,19 @@ class ViewEvaluation(BuilderForms):
                 hi = S.Const(max(1, -(-k.warps // 4)))  # a last, partial warpgroup counts
         return S.Var(f"{space}.{attr}", S.Const(0), hi)
 
+    def _fragment_columns(self, e: ast.Subscript, base: Value,
+                          raw: tuple[ast.Expr, ...]) -> Value:
+        """`x[:, a:b]` on a fragment: the calls layer makes it the `cols` primitive."""
+        self.diags.append(codes.BAD_INDEX.at(e.index.span, "fragments cannot be sliced here"))
+        return error_value(e.span)
+
     def _subscript(self, e: ast.Subscript, targets: tuple[str, ...] = ()) -> Value:
         base = self.expr(e.value)
         if isinstance(base.type, ErrorType):
             return error_value(e.span)
         raw = e.index.elts if isinstance(e.index, ast.Tuple) else (e.index,)
+        if isinstance(base.type, FragmentType) and any(isinstance(x, ast.Slice) for x in raw):
+            return self._fragment_columns(e, base, raw)
         for x in raw:
             if isinstance(x, ast.Slice):
                 self.diags.append(codes.BAD_INDEX.at(

@@ -185,6 +185,15 @@ def unsqueeze(op: Op, ctx: LayoutContext) -> None:
         ctx.put(x, r.project(r.axes[:dim] + r.axes[dim + 1:]))
 
 
+def column_slice(op: Op, ctx: LayoutContext) -> None:
+    """A column slice of a wgmma fragment: operand and result have the wgmma layouts their
+    types declare (the slice's registers are the operand's, renamed)."""
+    for v in (op.args["x"], op.results[0]):
+        d = fixed(v.type, ctx.group, op.span)
+        if d is not None:
+            ctx.put(v, d)
+
+
 def row_reduction(op: Op, ctx: LayoutContext) -> None:
     """Every result (values, and indices for an arg-reduction) is laid out as the rows of
     the operand `x`."""
@@ -194,5 +203,6 @@ def row_reduction(op: Op, ctx: LayoutContext) -> None:
             ctx.put(r, x.project((x.axes[0],)))
 
 
-__all__ = ["WithLayouts", "declared", "elementwise", "fixed", "mma_accumulator", "mma_operand",
-           "row_reduction", "unsqueeze", "wgmma_a", "wgmma_accumulator", "with_layouts"]
+__all__ = ["WithLayouts", "column_slice", "declared", "elementwise", "fixed", "mma_accumulator",
+           "mma_operand", "row_reduction", "unsqueeze", "wgmma_a", "wgmma_accumulator",
+           "with_layouts"]

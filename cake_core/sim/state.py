@@ -56,6 +56,9 @@ class Fragment:
     undefined: bool = False
     """Declared with `fill=None` and not written yet: the registers hold garbage (NaN
     here, so a read that slips past the checks still spoils the result)."""
+    base: Fragment | None = None
+    """For a column slice (`x[:, a:b]`), the fragment whose registers it renames: a wgmma
+    reading the slice reads those registers."""
 
 
 @dataclass(eq=False, slots=True)

@@ -108,6 +108,9 @@ class AgentRun:
         walk is unrolled, so the latest definition executed is the one a use means."""
         self.wgmma: list[_Pending] = []
         self.wgmma_n = 0
+        self.renames: dict[str, str] = {}
+        """Column slice (`x[:, a:b]`) name -> the fragment whose registers it names: a
+        wgmma reading the slice reads those registers (CK328 on re-binding the base)."""
         self.wgmma_waited: tuple[Op, int, tuple[tuple[str, int], ...]] | None = None
         """The last `wgmma_wait`, how many wgmma groups had been issued before it, and the
         loop iteration it ran in."""
@@ -381,13 +384,16 @@ class AgentRun:
             self.wgmma_n += 1
             self.wgmma_last = op
             writes = {f.name for f in eff.frag_writes}
-            operands = {f.name for f in eff.frag_reads} - writes
+            operands = {self.renames.get(f.name, f.name) for f in eff.frag_reads} - writes
             self.wgmma.append(_Pending(self.wgmma_n, op, regions, writes, tokens, operands))
             return
         if eff.async_group == "bulk_store":
             self.bulk_n += 1
             self.bulk.append(_Pending(self.bulk_n, op, [a.region for a in ev.accesses]))
         results = {id(r) for r in op.results}
+        if op.prim.key == "cols" and op.results:
+            base = op.args["x"].name
+            self.renames[op.results[0].name] = self.renames.get(base, base)
         for f in (*eff.frag_reads, *eff.frag_writes,
                   *(r for r in op.results if isinstance(r.type, FragmentType))):
             for p in reversed(self.wgmma):

@@ -18,11 +18,12 @@ TASK = Task(
     name="attention_fwd",
     description=__doc__.strip().splitlines()[0],
     kernels=(KernelEntry("../attention_fwd_sm90.cake", "attention_fwd_sm90"),
-             # S a multiple of the 64-key tile only: with the ragged key mask ptxas
+             # S a multiple of the 128-key tile only: with the ragged key mask ptxas
              # serializes this kernel's wgmmas (CK604, docs/kernels/attention.md, Limits)
              KernelEntry("../attention_fwd_sm90_pingpong.cake", "attention_fwd_sm90_pingpong",
                          sim_shapes=(Shape({"BH": 2, "S": 128}),
-                                     Shape({"BH": 3, "S": 192}, label="query tile past S")))),
+                                     Shape({"BH": 1, "S": 512},
+                                           label="four key tiles: a stage refilled")))),
     inputs=inputs_for(D),
     reference=reference_for(D),
     outputs=("O",),

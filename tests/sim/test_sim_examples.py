@@ -45,6 +45,11 @@ EXAMPLES = [
 #: Query tiles other than the 128 of _ragged: the D = 64 kernel's block owns 192 rows, and
 #: its S is a multiple of its 128-key tile, so its ragged shape is S = 256.
 QUERY_TILE = {"attention_fwd_sm90_d64": 192}
+#: Kernels no shape they take can be ragged for, with why.
+NO_RAGGED_SHAPE = {
+    "attention_fwd_sm90_pingpong": "S is a multiple of its 128-key tile, and its blocks own "
+                                   "128 query rows: every tile edge falls on S",
+}
 
 
 def _ragged(dims: dict[str, int], query_tile: int = 128) -> bool:
@@ -64,7 +69,9 @@ def test_example_matches_task_reference(task_name: str, source: str, kernel: str
     report = run_task(task, sk, n_schedules=2)
     assert len(report.shapes) >= 2
     query_tile = QUERY_TILE.get(kernel, 128)
-    assert any(_ragged(s.dims, query_tile) for s in report.shapes), "no ragged shape was tested"
+    if kernel not in NO_RAGGED_SHAPE:
+        assert any(_ragged(s.dims, query_tile) for s in report.shapes), \
+            "no ragged shape was tested"
     for s in report.shapes:
         assert s.error is None, s.error
         assert s.passed, (s.dims, [(o.schedule, {n: (c.bad, c.max_abs) for n, c in

@@ -177,6 +177,43 @@ def _index_rule(ctx: CallContext) -> Type:
     return FragmentType(DType.I32, x.shape, x.layout)
 
 
+#: Layouts whose column slices on 16-column boundaries are whole registers of the operand:
+#: in the wgmma accumulator (and A-operand) layout, columns 16j .. 16j + 15 are registers
+#: 8j .. 8j + 7 of every thread, so the slice is a renaming, not a move.
+_SLICEABLE = (FragLayout.WGMMA_ACC, FragLayout.WGMMA_A)
+
+
+def _cols_rule(ctx: CallContext) -> Type:
+    x = ctx.type("x")
+    assert isinstance(x, FragmentType)
+    if len(x.shape) != 2 or x.shape[1].const is None:
+        return ctx.error(codes.SHAPE_MISMATCH, f"a column slice takes a 2-D fragment with a "
+                         f"constant number of columns, not {shape_str(x.shape)}", "x")
+    if x.layout not in _SLICEABLE:
+        return ctx.error(codes.TYPE_MISMATCH,
+                         f"columns of a {x.layout.value} fragment are not whole registers: a "
+                         "column slice takes a wgmma_acc or wgmma_a fragment (its k16 chunks "
+                         "are registers of every thread)", "x")
+    n = x.shape[1].const
+    bounds = []
+    for name in ("start", "stop"):
+        v = ctx.int(name)
+        if v is None:
+            return ctx.error(codes.NOT_CONSTANT, f"a column slice needs constant bounds; "
+                             f"`{name}` is not a compile-time int", name)
+        if v % 16:
+            return ctx.error(codes.BAD_INDEX,
+                             f"column {v} is not on a 16-column boundary: a slice of a "
+                             f"{x.layout.value} fragment takes whole k16 chunks (columns "
+                             f"16j .. 16j + 15 are one chunk's registers)", name)
+        bounds.append(v)
+    start, stop = bounds
+    if not 0 <= start < stop <= n:
+        return ctx.error(codes.BAD_INDEX, f"columns {start}:{stop} are not a non-empty range "
+                         f"within the fragment's {n} columns", "stop" if start < stop else "start")
+    return FragmentType(x.dtype, (x.shape[0], Const(stop - start)), x.layout)
+
+
 _ELEMENTWISE = frozenset({Trait.THREAD_LOCAL, Trait.REGISTER_MATH, Trait.ELEMENTWISE})
 _REDUCTION = frozenset({Trait.THREAD_LOCAL, Trait.REGISTER_MATH, Trait.ROW_REDUCTION,
                         Trait.WARP_COLLECTIVE})
@@ -261,6 +298,25 @@ other math does.  `a * b + c` written out is two instructions and two roundings.
               _unsqueeze_rule,
               "Insert a length-1 dimension at `dim` so a per-row vector broadcasts over columns.",
               effects=EffectSpec(reads=("x",)), facets=_FACETS.of("unsqueeze"),
+              traits=frozenset({Trait.THREAD_LOCAL, Trait.REGISTER_MATH})),
+    Primitive("cols", "math",
+              (param("x", FragmentType), param("start", IntType, const=True),
+               param("stop", IntType, const=True)),
+              _cols_rule,
+              """Columns `start:stop` of a 2-D wgmma fragment, spelled `x[:, start:stop]`.
+
+The bounds are constants on 16-column boundaries.  In the wgmma accumulator layout
+(and so in the register A operand, `cast` of one) columns `16j .. 16j + 15` are registers
+`8j .. 8j + 7` of every thread of each 64-row slab, so a slice renames registers and costs
+nothing: it is how a K = 128 register A operand feeds two wgmmas whose B halves live in
+two 64-column swizzled tiles.
+
+```python
+pb = cast(p, bf16)                              # (64, 128) wgmma_acc
+wgmma(o, pb[:, 0:64], sv[st, 0].T)              # keys 0 .. 63
+wgmma(o, pb[:, 64:128], sv[st, 1].T)            # keys 64 .. 127
+```""",
+              effects=EffectSpec(reads=("x",)), facets=_FACETS.of("cols"),
               traits=frozenset({Trait.THREAD_LOCAL, Trait.REGISTER_MATH})),
     Primitive("col_index", "math", (param("x", FragmentType),), _index_rule,
               _INDEX.format(what="column", axis="1", example="""\

@@ -51,6 +51,11 @@ def unsqueeze(op: Op, ctx: CostContext) -> CostRecord:
     return FREE
 
 
+def cols(op: Op, ctx: CostContext) -> CostRecord:
+    """A column slice of a wgmma fragment names registers the operand already holds."""
+    return FREE
+
+
 def _row(passes: float) -> Facet:
     """A row reduction: one op per element per pass, plus a shuffle tree over the lanes
     that share a row (log2 of up to 4 lanes, as in the mma/wgmma accumulator layouts)."""

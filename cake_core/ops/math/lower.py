@@ -19,6 +19,7 @@ from cake_core.ir.kernel import Op
 from cake_core.ir.types import DType, FragmentType, IntType, ScalarType
 from cake_core.lower import layout_rules
 from cake_core.lower.context import CTYPE, LowerContext, float_literal
+from cake_core.lower.context import add as sum_of
 from cake_core.lower.emitter import c_identifier
 from cake_core.lower.fragments import check_operand, coord, frag_result, index, nest
 from cake_core.lower.layout_rules import WithLayouts, with_layouts
@@ -200,6 +201,24 @@ def unsqueeze(op: Op, ctx: LowerContext) -> str:
     return f"{decl}{n.header}{fv.cname}[{index(fv.dist, n)}] = {x.cname}[{index(x.dist, n)}];"
 
 
+@with_layouts(layout_rules.column_slice)
+def cols(op: Op, ctx: LowerContext) -> str:
+    """Register `4 * j + 2 * i + c` of column chunk `j` of the slice is register
+    `4 * (j + start / 8) + 2 * i + c` of the operand, in every 64-row slab: a copy nvcc
+    folds into the operand's registers once the nest is unrolled."""
+    fv, decl = frag_result(ctx, op)
+    x = ctx.frag(op, "x")
+    if fv.dist.parent.kind != "wgmma_acc" or x.dist.parent.kind != "wgmma_acc":
+        raise LowerError(op.span, "a column slice is lowered for wgmma accumulator and A-operand "
+                         "layouts only")
+    start = op.args["start"].sym.const if op.args["start"].sym is not None else None
+    if start is None:
+        raise LowerError(op.span, "a column slice needs a constant start")
+    n = nest(ctx, fv.dist.loops)
+    src = sum_of(index(x.dist, n), str(start // 2)) if start else index(x.dist, n)
+    return f"{decl}{n.header}{fv.cname}[{index(fv.dist, n)}] = {x.cname}[{src}];"
+
+
 # --- element coordinates ----------------------------------------------------------------------
 def _coordinate(axis: int) -> WithLayouts:
     """`col_index` / `row_index`: each register gets its element's logical coordinate,
@@ -319,6 +338,7 @@ __all__ = [
     "add",
     "cast",
     "col_index",
+    "cols",
     "div",
     "eq",
     "exp",

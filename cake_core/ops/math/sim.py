@@ -100,6 +100,15 @@ def unsqueeze(op: Op, ctx: SimContext) -> Fragment:
     return Fragment(np.expand_dims(f.array, ctx.int(op, "dim")), f.dtype)
 
 
+def cols(op: Op, ctx: SimContext) -> Fragment:
+    """A copy of the columns, which remembers the fragment whose registers it names: a
+    wgmma reading the slice holds that fragment's registers (a re-binding of its name
+    before the wait is the dynamic CK506)."""
+    f = ctx.frag(op, "x")
+    return Fragment(f.array[:, ctx.int(op, "start"):ctx.int(op, "stop")].copy(), f.dtype,
+                    base=f.base or f)
+
+
 def _rows(ctx: SimContext, op: Op) -> np.ndarray:
     return np.asarray(ctx.operand(op, "x"))
 

@@ -70,8 +70,9 @@ def wgmma(op: Op, ctx: SimContext) -> None:
     g = ctx.issue("wgmma", ("wgmma",), op, complete)
     g.target = acc
     if isinstance(a_src, Fragment):
-        a_src.read_pending += 1   # its registers must hold still until the wait
-        g.operand = a_src
+        held = a_src.base or a_src   # a column slice holds the registers of its base
+        held.read_pending += 1   # its registers must hold still until the wait
+        g.operand = held
     ctx.proc.wgmma.append(g)
 
 
