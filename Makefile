@@ -8,6 +8,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TOOLS := tests/tools
 TOOLS_STAMP := $(TOOLS)/node_modules/.installed
+# pytest-xdist workers (`make test WORKERS=0` runs in one process); each file stays on one
+# worker so that module fixtures (the nvcc builds of the examples) are built once.
+WORKERS ?= auto
+PYTEST := $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile
 
 .PHONY: main test test-slow lint bench clean
 
@@ -40,12 +44,12 @@ test: $(STAMP) $(TOOLS_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 ## The tests marked slow (every tactic variant emulated, long fuzzing, the nvcc sweeps):
 ## CI runs them after `make test`.
 test-slow: $(STAMP) $(TOOLS_STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	$(PYTEST) -m slow
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

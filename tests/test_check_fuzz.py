@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -52,9 +53,16 @@ def mutated(draw: st.DrawFn) -> str:
     return text
 
 
-@settings(max_examples=1200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated())
 def test_mutated_kernels_never_fault(text: str) -> None:
+    _no_fault(text)
+
+
+@pytest.mark.slow
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated())
+def test_many_more_mutated_kernels_never_fault(text: str) -> None:
     _no_fault(text)
 
 

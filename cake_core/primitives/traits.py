@@ -75,6 +75,11 @@ class Trait(Enum):
     `acc`, reading shared-memory operands through descriptors that transpose only
     16-bit elements (other dtypes must be K-major)."""
 
+    REGISTER_ALIAS = "aliases its operand's registers"
+    """Its result is a view of registers of its operand `x` (a column slice of a wgmma
+    fragment): no data moves, so whatever reads the result reads `x`'s registers, and
+    re-binding `x` while an asynchronous read of the result is in flight is a hazard."""
+
     REGISTER_STAGING = "stages operands in registers"
     """Its result fragment holds operands on their way from memory to compute (ldmatrix,
     load): the register estimate counts these per live copy, not as temporaries."""

@@ -22,6 +22,7 @@ from cake_core.diagnostics.model import Applicability, Diagnostic, Fix, Related,
 from cake_core.ir.kernel import IfOp, Op, Value
 from cake_core.ir.symbolic import Dim, SymExpr
 from cake_core.ir.types import BarrierType, FragmentType, PipelineType, StageType
+from cake_core.primitives.traits import Trait
 from cake_core.verify.arrivers import Arrivers, unknown_arrivals
 from cake_core.verify.bulk_source import by_one_thread, overwritten_finding, wait_fix
 from cake_core.verify.drift import parity_finding
@@ -391,7 +392,7 @@ class AgentRun:
             self.bulk_n += 1
             self.bulk.append(_Pending(self.bulk_n, op, [a.region for a in ev.accesses]))
         results = {id(r) for r in op.results}
-        if op.prim.key == "cols" and op.results:
+        if Trait.REGISTER_ALIAS in op.prim.traits and op.results:
             base = op.args["x"].name
             self.renames[op.results[0].name] = self.renames.get(base, base)
         for f in (*eff.frag_reads, *eff.frag_writes,

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agent_support import ROOT, run
 from click.testing import CliRunner
 
@@ -54,6 +55,7 @@ def _totals(run_dir: Path) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_matches_an_uninterrupted_run(tmp_path: Path, lsp: Any) -> None:
     killed, clean = tmp_path / "killed", tmp_path / "clean"
     proc = subprocess.Popen(_cake("evolve", *ARGS, "--run-dir", str(killed)), cwd=ROOT,

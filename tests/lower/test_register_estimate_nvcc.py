@@ -22,7 +22,8 @@ from cake_core.verify.register_estimate import kernel_estimate, role_estimates
 from cake_core.verify.registers import allocated, occupancy, register_budget
 from cake_core.verify.smem_plan import smem_plan
 
-pytestmark = [pytest.mark.nvcc,
+# Builds every example and every tactic output (~150 nvcc runs): the tests marked slow.
+pytestmark = [pytest.mark.nvcc, pytest.mark.slow,
               pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")]
 
 ROOT = Path(__file__).resolve().parents[2]

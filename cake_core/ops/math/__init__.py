@@ -317,7 +317,8 @@ wgmma(o, pb[:, 0:64], sv[st, 0].T)              # keys 0 .. 63
 wgmma(o, pb[:, 64:128], sv[st, 1].T)            # keys 64 .. 127
 ```""",
               effects=EffectSpec(reads=("x",)), facets=_FACETS.of("cols"),
-              traits=frozenset({Trait.THREAD_LOCAL, Trait.REGISTER_MATH})),
+              traits=frozenset({Trait.THREAD_LOCAL, Trait.REGISTER_MATH,
+                                Trait.REGISTER_ALIAS})),
     Primitive("col_index", "math", (param("x", FragmentType),), _index_rule,
               _INDEX.format(what="column", axis="1", example="""\
 cols = col_index(s) + j * BN                  # key index of every score
