@@ -11,13 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from kernel_support import assert_emulates
 from test_wgmma_register_a import CHAIN
 
 from cake_core.check import check_text
 from cake_core.emulate.build import host_compiler_present
 from cake_core.sim import SimKernel
 from cake_core.sim.tasks_run import run_task
-from cake_core.tasks import Shape, load_task
+from cake_core.tasks import load_task
 
 DATA = Path(__file__).parent / "data"
 
@@ -78,13 +79,6 @@ def test_index_of_anything_but_a_2d_fragment_is_a_finding(snippet: str) -> None:
 ], ids=["rows-layout", "wgmma-accumulator"])
 def test_the_lowered_coordinates_match_under_emulation(
         tmp_path: Path, text: str, task_file: str, dims: dict[str, int]) -> None:
-    from cake_core.run.protocol import TimingConfig
-    from cake_core.run.runner import EMULATE, BenchOptions, bench
-
     path = tmp_path / "k.cake"
     path.write_text(text)
-    opts = BenchOptions(shapes=[Shape(dims)], seeds=(0, 1),
-                        timing=TimingConfig(enabled=False), backend=EMULATE, baseline=False,
-                        emulate_seed=0)
-    outcome = bench(path, None, load_task(str(DATA / task_file)), opts)
-    assert outcome.passed, outcome.report.to_json({})
+    assert_emulates(path, load_task(str(DATA / task_file)), dims)

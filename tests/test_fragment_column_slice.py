@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from kernel_support import assert_builds_clean, assert_emulates
 
 from cake_core.check import check_text
 from cake_core.cost.model import profile
@@ -24,7 +25,7 @@ from cake_core.lower import lower_source
 from cake_core.sim import SimKernel
 from cake_core.sim.tasks_run import run_task
 from cake_core.source import SourceFile
-from cake_core.tasks import Shape, load_task
+from cake_core.tasks import load_task
 
 CHAIN = '''\
 BM, D, N1, D2, HK = 64, 64, 128, 64, 64
@@ -135,15 +136,9 @@ def test_a_slice_costs_nothing() -> None:
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_nvcc_compiles_it_without_spills_or_serialized_wgmmas(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from cake_cli.main import main
     path = tmp_path / "chain.cake"
     path.write_text(CHAIN)
-    out = CliRunner().invoke(main, ["compile", str(path)])
-    assert out.exit_code == 0, out.output
-    assert "spills 0 B stores / 0 B loads" in out.output, out.output
-    assert "CK604" not in out.output, out.output
+    assert_builds_clean(path)
 
 
 #: One warpgroup over 128 rows: two 64-row slabs, each sliced at its own register offset.
@@ -163,16 +158,9 @@ def test_two_slabs_slice_each_slab() -> None:
 @pytest.mark.skipif(not host_compiler_present(), reason="needs a host C++ compiler")
 @pytest.mark.parametrize("text", [CHAIN, TWO_SLABS], ids=["one_slab", "two_slabs"])
 def test_the_emulated_lowering_matches_numpy(tmp_path: Path, text: str) -> None:
-    from cake_core.run.protocol import TimingConfig
-    from cake_core.run.runner import EMULATE, BenchOptions, bench
-
     path = tmp_path / "chain.cake"
     path.write_text(text)
-    opts = BenchOptions(shapes=[Shape({"M": 72})], seeds=(0, 1),
-                        timing=TimingConfig(enabled=False), backend=EMULATE, baseline=False,
-                        emulate_seed=0)
-    outcome = bench(path, None, TASK, opts)
-    assert outcome.passed, outcome.report.to_json({})
+    assert_emulates(path, TASK, {"M": 72})
 
 
 # --- bad slices: each a finding at the part of the slice that is wrong --------------------

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from kernel_support import assert_emulates
 
 from cake_core.check import check_text
 from cake_core.cost.model import predict
 from cake_core.emulate.build import host_compiler_present
 from cake_core.sim import SimKernel
 from cake_core.sim.tasks_run import run_task
-from cake_core.tasks import Shape, load_task
+from cake_core.tasks import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "grouped_gemm_sm90_routed.cake"
@@ -85,11 +86,5 @@ def test_the_cost_model_prices_the_expected_rows_per_expert() -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(not host_compiler_present(), reason="needs a host C++ compiler")
 def test_the_lowered_kernel_matches_under_emulation() -> None:
-    from cake_core.run.protocol import TimingConfig
-    from cake_core.run.runner import EMULATE, BenchOptions, bench
-
-    opts = BenchOptions(shapes=[Shape({"G": 3, "MT": 512, "N": 256, "K": 128})], seeds=(0,),
-                        timing=TimingConfig(enabled=False), backend=EMULATE, baseline=False,
-                        emulate_seed=0)
-    outcome = bench(EXAMPLE, None, load_task(str(TASK)), opts)
-    assert outcome.passed, outcome.report.to_json({})
+    assert_emulates(EXAMPLE, load_task(str(TASK)), {"G": 3, "MT": 512, "N": 256, "K": 128},
+                    seeds=(0,))

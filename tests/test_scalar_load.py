@@ -12,13 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from kernel_support import assert_emulates
 
 from cake_core.check import check_text
 from cake_core.emulate.build import host_compiler_present
 from cake_core.ir.kernel import Kernel
 from cake_core.sim import SimKernel
 from cake_core.sim.tasks_run import run_task
-from cake_core.tasks import Shape, load_task
+from cake_core.tasks import load_task
 
 DATA = Path(__file__).parent / "data"
 
@@ -123,16 +124,10 @@ def test_reading_an_int_from_a_tensor_the_kernel_writes_is_ck329() -> None:
 
 @pytest.mark.skipif(not host_compiler_present(), reason="needs a host C++ compiler")
 def test_the_lowered_loads_match_under_emulation(tmp_path: Path) -> None:
-    from cake_core.run.protocol import TimingConfig
-    from cake_core.run.runner import EMULATE, BenchOptions, bench
-
     path = tmp_path / "k.cake"
     path.write_text(SEGMENTS)
-    opts = BenchOptions(shapes=[Shape({"G": 4, "MT": 128, "N": 48})], seeds=(0, 1),
-                        timing=TimingConfig(enabled=False), backend=EMULATE, baseline=False,
-                        emulate_seed=0)
-    outcome = bench(path, None, load_task(str(DATA / "segment_mask_task.py")), opts)
-    assert outcome.passed, outcome.report.to_json({})
+    assert_emulates(path, load_task(str(DATA / "segment_mask_task.py")),
+                    {"G": 4, "MT": 128, "N": 48})
 
 
 def test_an_if_on_the_value_read_skips_the_segment() -> None:

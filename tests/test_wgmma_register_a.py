@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from kernel_support import assert_builds_clean, assert_emulates
 
 from cake_core.check import check_text
 from cake_core.emulate.build import host_compiler_present
@@ -21,7 +22,7 @@ from cake_core.lower import lower_source
 from cake_core.sim import SimKernel
 from cake_core.sim.tasks_run import run_task
 from cake_core.source import SourceFile
-from cake_core.tasks import Shape, load_task
+from cake_core.tasks import load_task
 
 CHAIN = '''\
 BM, D, N1, D2 = 64, 64, 64, 64
@@ -100,29 +101,16 @@ def test_the_lowering_packs_accumulator_registers_as_the_a_fragment() -> None:
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_nvcc_compiles_it_for_sm90a(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from cake_cli.main import main
     path = tmp_path / "chain.cake"
     path.write_text(CHAIN)
-    out = CliRunner().invoke(main, ["compile", str(path)])
-    assert out.exit_code == 0, out.output
-    assert "spills 0 B stores / 0 B loads" in out.output, out.output
-    assert "CK604" not in out.output, out.output   # no serialized wgmma
+    assert_builds_clean(path)   # no spills, no serialized wgmma
 
 
 @pytest.mark.skipif(not host_compiler_present(), reason="needs a host C++ compiler")
 def test_the_emulated_lowering_matches_numpy(tmp_path: Path) -> None:
-    from cake_core.run.protocol import TimingConfig
-    from cake_core.run.runner import EMULATE, BenchOptions, bench
-
     path = tmp_path / "chain.cake"
     path.write_text(CHAIN)
-    opts = BenchOptions(shapes=[Shape({"M": 72})], seeds=(0, 1),
-                        timing=TimingConfig(enabled=False), backend=EMULATE, baseline=False,
-                        emulate_seed=0)
-    outcome = bench(path, None, TASK, opts)
-    assert outcome.passed, outcome.report.to_json({})
+    assert_emulates(path, TASK, {"M": 72})
 
 
 def test_the_simulator_reports_an_operand_rebound_in_flight() -> None:
