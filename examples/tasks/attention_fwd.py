@@ -23,7 +23,14 @@ TASK = Task(
              KernelEntry("../attention_fwd_sm90_pingpong.cake", "attention_fwd_sm90_pingpong",
                          sim_shapes=(Shape({"BH": 2, "S": 128}),
                                      Shape({"BH": 1, "S": 512},
-                                           label="four key tiles: a stage refilled")))),
+                                           label="four key tiles: a stage refilled"))),
+             # as the ping-pong kernel; more work items than the simulator's 2 SMs, so
+             # the tile loop comes round: the second Q buffer and the K/V ring carried over
+             KernelEntry("../attention_fwd_sm90_persistent.cake",
+                         "attention_fwd_sm90_persistent",
+                         sim_shapes=(Shape({"BH": 3, "S": 128}, label="three items on two blocks"),
+                                     Shape({"BH": 2, "S": 512},
+                                           label="two items a block, four key tiles each")))),
     inputs=inputs_for(D),
     reference=reference_for(D),
     outputs=("O",),
