@@ -8,16 +8,21 @@ P @ V as two wgmmas on the column halves of P.  What changes is who owns a block
   per work item when there are fewer.  A work item is one 128-row query tile of one head;
   block b walks the items b, b + grid, ...  Items are numbered query tile fastest, so the
   blocks running at one time work on a few heads and share their K and V in L2.
-- Q comes through a two-stage pipeline of its own (`qp`): the producer loads the next
-  item's Q while the consumers still work on the current one, and a Q buffer goes back
-  once both roles have issued their last S = Q @ K.T of the item and it retired.
-- The K/V ring (two 64 KB stages) runs on across items: the producer fills the first
-  stages of the next item while the consumers finish the current one, so neither the
-  pipeline fill nor the store of O waits for a new block to start.
+- Q comes through a two-stage pipeline of its own (`qp`).  The block's first Q is loaded
+  before the item loop; each later one is issued in the key loop of the item before it,
+  right after its last K/V stage, into the other Q buffer, so it lands while the consumers
+  still work on the current item.  A role gives its Q buffer back once its last
+  S = Q @ K.T of the item retired.
+- The K/V ring (two 64 KB stages) runs on across items: the producer has the first stages
+  of the next item in flight while the consumers finish the current one.
+- O leaves through shared memory: each role writes its 64 x 128 tile with stmatrix into
+  its own staging buffer and one thread stores it with TMA (two 64-column boxes), which
+  runs while the role starts the next item; the staging buffer is rewritten only after
+  that store has read it (`tma_store_wait(0)`, then the role's own named barrier).
 - The turn order of the two roles restarts with every item (wg0 first), so each named
   barrier sees as many arrivals as waits per item.
 
-Shared memory: Q 2 x 32 KB + 2 stages x 64 KB = 192 KB.
+Shared memory: Q 2 x 32 KB + 2 stages x 64 KB + O 32 KB = 224 KB.
 """
 
 BM, BN = 64, 128           # per warpgroup: 64 query rows, 128 keys per tile
@@ -47,11 +52,10 @@ def attention_fwd_sm90_persistent(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (
 
     with role("load", warps=range(0, 4), regs=40):
         qs = qp.acquire()                        # Q of the block's first item
+        qh, q0 = block.x // QTILES, 2 * (block.x % QTILES)
         for r in range(2):
             for h in range(D // DK):
-                tma_load(sq[qs, r, h],
-                         Q.tile((1, BM, DK), (block.x // QTILES, 2 * (block.x % QTILES) + r, h)),
-                         qp)
+                tma_load(sq[qs, r, h], Q.tile((1, BM, DK), (qh, q0 + r, h)), qp)
         qp.commit()
         for item in range(block.x, ITEMS, sm_count()):
             bh = item // QTILES
@@ -62,15 +66,15 @@ def attention_fwd_sm90_persistent(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (
                 for h in range(BN // VK):
                     tma_load(sv[st, h], Vt.tile((1, D, VK), (bh, 0, 2 * j + h)), kv)
                 kv.commit()
-                if j == S // BN - 1 and item + sm_count() < ITEMS:
+                if j == S // BN - 1:
                     nxt = item + sm_count()      # Q of the next item, into the other buffer
-                    qs = qp.acquire()
-                    for r in range(2):
-                        for h in range(D // DK):
-                            tma_load(sq[qs, r, h],
-                                     Q.tile((1, BM, DK), (nxt // QTILES, 2 * (nxt % QTILES) + r, h)),
-                                     qp)
-                    qp.commit()
+                    if nxt < ITEMS:
+                        qh, q0 = nxt // QTILES, 2 * (nxt % QTILES)
+                        qs = qp.acquire()
+                        for r in range(2):
+                            for h in range(D // DK):
+                                tma_load(sq[qs, r, h], Q.tile((1, BM, DK), (qh, q0 + r, h)), qp)
+                        qp.commit()
 
     with role("wg0", warps=range(4, 8), regs=232):
         for item in range(block.x, ITEMS, sm_count()):

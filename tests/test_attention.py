@@ -20,8 +20,10 @@ from cake_core.tasks import load_task
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "attention_fwd_sm90.cake"
 PINGPONG = ROOT / "examples" / "attention_fwd_sm90_pingpong.cake"
+PERSISTENT = ROOT / "examples" / "attention_fwd_sm90_persistent.cake"
 BOTH = [pytest.param(EXAMPLE, id="attention_fwd_sm90"),
-        pytest.param(PINGPONG, id="attention_fwd_sm90_pingpong")]
+        pytest.param(PINGPONG, id="attention_fwd_sm90_pingpong"),
+        pytest.param(PERSISTENT, id="attention_fwd_sm90_persistent")]
 
 
 @pytest.mark.parametrize("path", BOTH)
@@ -31,15 +33,16 @@ def test_it_checks_clean(path: Path) -> None:
 
 def test_p_stays_in_registers_as_the_a_operand() -> None:
     """The second GEMM's A is the bf16 cast of the softmax numerators, not a buffer."""
-    for path in (EXAMPLE, PINGPONG):
+    for path in (EXAMPLE, PINGPONG, PERSISTENT):
         text = path.read_text(encoding="utf-8")
         assert "exp2(fma(s, SCALE_LOG2, -unsqueeze(ms, 1)))" in text   # one fma per element
     assert "wgmma(o, cast(p, bf16), sv[st].T)" in EXAMPLE.read_text(encoding="utf-8")
     # 128 keys per tile: V in two 64-key halves, each fed by a 64-column slice of P
-    text = PINGPONG.read_text(encoding="utf-8")
-    assert "pb = cast(p, bf16)" in text
-    assert "wgmma(o, pb[:, 0:VK], sv[st, 0].T)" in text
-    assert "wgmma(o, pb[:, VK:BN], sv[st, 1].T)" in text
+    for path in (PINGPONG, PERSISTENT):
+        text = path.read_text(encoding="utf-8")
+        assert "pb = cast(p, bf16)" in text
+        assert "wgmma(o, pb[:, 0:VK], sv[st, 0].T)" in text
+        assert "wgmma(o, pb[:, VK:BN], sv[st, 1].T)" in text
 
 
 @pytest.mark.parametrize("path", BOTH)
@@ -47,8 +50,9 @@ def test_the_simulator_matches_the_reference(path: Path) -> None:
     task = load_task("attention_fwd")
     report = run_task(task, SimKernel.from_file(path, path.stem), n_schedules=2)
     assert report.passed, [(s.dims, s.error) for s in report.shapes]
-    # the ping-pong kernel takes S a multiple of its key tile only (its task entry says so)
-    assert len(report.shapes) == (2 if path == PINGPONG else 4)
+    # the ping-pong kernels take S a multiple of their key tile only (their task entries say
+    # so)
+    assert len(report.shapes) == (4 if path == EXAMPLE else 2)
 
 
 def test_a_wrong_rescale_is_caught_by_the_reference() -> None:
@@ -66,7 +70,7 @@ def test_the_emulated_lowering_matches_the_reference(path: Path) -> None:
     out = CliRunner().invoke(main, ["run", str(path), "--task", "attention_fwd",
                                     "--emulate"])
     assert out.exit_code == 0, out.output
-    assert ("2/2" if path == PINGPONG else "4/4") + " shapes correct" in out.output
+    assert ("4/4" if path == EXAMPLE else "2/2") + " shapes correct" in out.output
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")

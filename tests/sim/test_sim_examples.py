@@ -32,6 +32,8 @@ EXAMPLES = [
     ("kmeans_assign", "examples/kmeans_assign_sm90_pingpong.cake", "kmeans_assign_sm90_pingpong"),
     ("attention_fwd", "examples/attention_fwd_sm90.cake", "attention_fwd_sm90"),
     ("attention_fwd", "examples/attention_fwd_sm90_pingpong.cake", "attention_fwd_sm90_pingpong"),
+    ("attention_fwd", "examples/attention_fwd_sm90_persistent.cake",
+     "attention_fwd_sm90_persistent"),
     ("attention_fwd_causal", "examples/attention_fwd_sm90_causal.cake",
      "attention_fwd_sm90_causal"),
     ("attention_fwd_d64", "examples/attention_fwd_sm90_d64.cake", "attention_fwd_sm90_d64"),
@@ -49,6 +51,8 @@ QUERY_TILE = {"attention_fwd_sm90_d64": 192}
 NO_RAGGED_SHAPE = {
     "attention_fwd_sm90_pingpong": "S is a multiple of its 128-key tile, and its blocks own "
                                    "128 query rows: every tile edge falls on S",
+    "attention_fwd_sm90_persistent": "as attention_fwd_sm90_pingpong: 128-key tiles, "
+                                     "128-row work items",
 }
 
 
