@@ -69,8 +69,8 @@ def attention_fwd_sm90_persistent(Q: Tensor[bf16, (BH, S, D)], K: Tensor[bf16, (
                 if j == S // BN - 1:
                     nxt = item + sm_count()      # Q of the next item, into the other buffer
                     if nxt < ITEMS:
-                        qh, q0 = nxt // QTILES, 2 * (nxt % QTILES)
                         qs = qp.acquire()
+                        qh, q0 = nxt // QTILES, 2 * (nxt % QTILES)
                         for r in range(2):
                             for h in range(D // DK):
                                 tma_load(sq[qs, r, h], Q.tile((1, BM, DK), (qh, q0 + r, h)), qp)
