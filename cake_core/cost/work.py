@@ -24,7 +24,7 @@ from cake_core.cost.persistent import TileLoops, distinct_tiles, find_tile_loops
 from cake_core.cost.record import FREE, CostContext, CostRecord, GlobalAccess
 from cake_core.cost.resources import ResourceReport, resource_report
 from cake_core.hardware import ArchSpec, GpuSpec, default_gpu, get_arch
-from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role
+from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value
 from cake_core.ir.symbolic import SM_COUNT, SymExpr, Var
 from cake_core.ir.types import IntType
 from cake_core.ir.uses import declarations, first_use, folds_into_wgmma
@@ -323,6 +323,10 @@ class _Walker:
         self._missing: set[str] = set()
         self._runtime_ints: set[str] = set()
         """Op results that are ints known only at run time and priced at no value."""
+        self._priced_ints: dict[str, int] = {}
+        """Op results that are ints known only at run time, with the value they are priced
+        at (`load_scalar(..., expect=...)`): a branch on one is decided at that value, as
+        a loop bound on one is."""
         self._in_tile = 0
         self._loops: list[tuple[str, range]] = []
         """The enclosing loops' variables and iterations (when their bounds evaluate)."""
@@ -420,6 +424,9 @@ class _Walker:
         names: set[str] = set()
         blocks: dict[str, Var] = {}
         for leaf in condition_leaves(node.cond):
+            if isinstance(leaf, Value) and leaf.name in self._priced_ints:
+                names.add(leaf.name)    # a runtime int compared as it is (`x < n`)
+                continue
             if not isinstance(leaf, SymExpr):
                 return 1.0
             for a in leaf.atoms():
@@ -427,7 +434,8 @@ class _Walker:
                     names.add(a.name)
                     if _block_var(a):
                         blocks[a.name] = a
-        if any(v not in blocks for v in names - {v for v, _ in self._loops}):
+        if any(v not in blocks and v not in self._priced_ints
+               for v in names - {v for v, _ in self._loops}):
             return 1.0
         for (v, _), n in zip(self._loops, self._loop_nodes, strict=True):
             if v in names:  # a loop whose bounds depend on the block: count block by block
@@ -436,7 +444,7 @@ class _Walker:
                                   if _block_var(a) and a.name not in self.ctx.env)
         if blocks:
             return self._block_share(node, names, list(blocks.values()))
-        env: dict[str, int] = {"$" + k: int(v) for k, v in self.ctx.env.items()}
+        env = self._condition_env()
         loops = [(v, r) for v, r in self._loops if v in names]
         if math.prod(len(r) for _, r in loops) > _MAX_SHARE:
             return 1.0
@@ -445,6 +453,13 @@ class _Walker:
             return 1.0
         hits, total = counted
         return hits / total if total else 1.0
+
+    def _condition_env(self) -> dict[str, int]:
+        """What a condition is evaluated under: the dims (keyed `$NAME`) and the priced
+        runtime ints (keyed by name, as their variables are)."""
+        env: dict[str, int] = {"$" + k: int(v) for k, v in self.ctx.env.items()}
+        env.update(self._priced_ints)
+        return env
 
     def _block_share(self, node: IfOp, names: set[str], blocks: list[Var]) -> float:
         """`_share` of a condition on the block index (`if j >= 2 * qt` masks only the
@@ -467,7 +482,7 @@ class _Walker:
                      if v in names]
             if total + math.prod(len(r) for _, r in loops) > 4 * _MAX_SHARE:
                 return 1.0
-            env: dict[str, int] = {"$" + k: int(v) for k, v in self.ctx.env.items()}
+            env = self._condition_env()
             env.update(zip((v.name for v in blocks), bvalues, strict=True))
             counted = _count_true(node, env, loops)
             if counted is None:
@@ -507,6 +522,7 @@ class _Walker:
             name = op.results[0].name
             if record.value is not None:
                 self.ctx.env[name] = record.value
+                self._priced_ints[name] = record.value
             else:
                 self._runtime_ints.add(name)
         per_block = self.tiles is not None and not self._in_tile

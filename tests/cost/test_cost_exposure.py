@@ -138,6 +138,9 @@ def _expected_execs(kernel: Kernel, p: KernelProfile) -> dict[int, float]:
     tile_loops = p.tile_loops.loops if p.tile_loops is not None else frozenset()
     out: dict[int, float] = {}
     env: dict[str, int] = {"$" + d: v for d, v in p.dims.items()}
+    # ints read from memory (`load_scalar(..., expect=...)`) are priced at their expected
+    # value, under their own name: a condition compares them as they are (`x < n`)
+    env.update((d, v) for d, v in p.dims.items() if d not in kernel.dims)
     dims_at: dict[str, int] = dict(p.dims)
 
     def visit(nodes: list[Node], execs: float) -> None:

@@ -26,6 +26,8 @@ EXAMPLES = [
     ("grouped_gemm", "examples/grouped_gemm_sm90.cake", "grouped_gemm_sm90"),
     ("grouped_gemm_routed", "examples/grouped_gemm_sm90_routed.cake",
      "grouped_gemm_sm90_routed"),
+    ("attention_fwd_varlen", "examples/attention_fwd_sm90_varlen.cake",
+     "attention_fwd_sm90_varlen"),
     ("gemm_f16_sm80", "examples/gemm_sm80.cake", "gemm_sm80"),
     ("kmeans_assign", "examples/kmeans_assign_sm90.cake", "kmeans_assign_sm90"),
     ("kmeans_assign", "examples/kmeans_assign_sm90_dbuf.cake", "kmeans_assign_sm90_dbuf"),
@@ -53,6 +55,8 @@ NO_RAGGED_SHAPE = {
                                    "128 query rows: every tile edge falls on S",
     "attention_fwd_sm90_persistent": "as attention_fwd_sm90_pingpong: 128-key tiles, "
                                      "128-row work items",
+    "attention_fwd_sm90_varlen": "its ragged edges are the sequences' lengths (read from "
+                                 "memory), not its dims: every sim shape is ragged that way",
 }
 
 
