@@ -15,23 +15,26 @@ What is paged (vLLM's block table):
 - SeqLens (B,) i32: the number of cached keys of each sequence, each its own.
 - Q, Opart, LSE as in the contiguous kernel.
 
-PAGE is a compile-time multiple of the 64-key tile: 64 here (one page per key tile, one
-table read per tile); 128 and 256 (FlashAttention-3's page) work unchanged, a page then
-holding PAGE // 64 tiles (tests/test_attention_decode_paged.py runs 256).  A page smaller
+PAGE is a compile-time multiple of the 64-key tile: 256 here (FlashAttention-3's page),
+a page holding TPP = PAGE // 64 key tiles; 64 and 128 work unchanged
+(tests/test_attention_decode_paged.py runs them).  The block table is read once per page,
+by the producer, before the page's tiles are fetched: a read is a dependent round trip
+(the cost model charges it serially), so larger pages pay it less often.  A page smaller
 than a tile would need several TMA boxes per tile and is not taken.
 
-Splits follow each sequence's own length: sequence b has NT = cdiv(SeqLens[b], 64) key
-tiles, cut into NSPLIT splits of TPS = cdiv(NT, NSPLIT) tiles; split sp runs the
-min(TPS, NT - sp * TPS) tiles it has (none past the end: a page beyond the sequence is
-never fetched, where the contiguous kernel fetched zero-filled boxes).  Keys at or past
-SeqLens[b] in the last tile get the raw score MASKED = -1e6, as in the contiguous kernel.
-A split with no key (past the end, or any split of a length-0 sequence) reports Opart = 0
-and LSE = MASKED / sqrt(D), finite, so the combine gives it weight 0; a length-0 sequence's
-splits are all equal and its combined output is 0.
+Splits follow each sequence's own length, in whole pages: sequence b has
+NP = cdiv(SeqLens[b], PAGE) pages, cut into NSPLIT splits of PPS = cdiv(NP, NSPLIT) pages;
+split sp runs the pages it has (none past the end: a page beyond the sequence is never
+fetched, where the contiguous kernel fetched zero-filled boxes) and, of the last page, only
+the tiles up to the length.  Keys at or past SeqLens[b] in the last tile get the raw score
+MASKED = -1e6, as in the contiguous kernel.  A split with no key (past the end, or any
+split of a length-0 sequence) reports Opart = 0 and LSE = MASKED / sqrt(D), finite, so the
+combine gives it weight 0; a length-0 sequence's splits are all equal and its combined
+output is 0.
 """
 
 BN = 64
-PAGE = 64                         # keys per page: a multiple of BN
+PAGE = 256                        # keys per page: a multiple of BN
 TPP = PAGE // BN                  # key tiles per page
 D, DK = 128, 64
 G, HKV = 4, 8
@@ -61,48 +64,49 @@ def attention_decode_split_sm90_paged(Q: Tensor[bf16, (B, HKV, G, D)],
     kv = pipeline(stages=STAGES, producer="load", consumer="softmax")
     fence_barrier_init()
     syncthreads()
-    # this sequence's length (priced at a full block table) and this split's tiles
+    # this sequence's length (priced at a full block table) and this split's pages
     n = load_scalar(SeqLens, (block.z,), expect=MAXPAGES * PAGE)
-    tps = cdiv(cdiv(n, BN), NSPLIT)
-    first = block.x * tps
-    ntiles = min(tps, max(cdiv(n, BN) - first, 0))
+    pps = cdiv(cdiv(n, PAGE), NSPLIT)                      # pages per split
+    first = block.x * pps                                  # this split's first page
+    npages = min(pps, max(cdiv(n, PAGE) - first, 0))       # the pages it has
 
     with role("load", warps=range(0, 4), regs=40):
         qready.expect_tx(GM * D * 2)
         for h in range(D // DK):
             tma_load(sq[h], Q.tile((1, 1, GM, DK), (block.z, block.y, 0, h)), qready)
-        for j in range(ntiles):
-            t = first + j                                  # the tile's place in the sequence
-            pg = load_scalar(PageTable, (block.z, t // TPP), expect=0)   # its pool page
-            st = kv.acquire()
-            for h in range(D // DK):
-                tma_load(sk[st, h], K.tile((1, 1, BN, DK), (pg, block.y, t % TPP, h)), kv)
-            tma_load(sv[st], Vt.tile((1, 1, D, BN), (pg, block.y, 0, t % TPP)), kv)
-            kv.commit()
+        for j in range(npages):
+            pg = load_scalar(PageTable, (block.z, first + j), expect=0)   # its pool page
+            for u in range(min(TPP, cdiv(n, BN) - (first + j) * TPP)):   # its key tiles
+                st = kv.acquire()
+                for h in range(D // DK):
+                    tma_load(sk[st, h], K.tile((1, 1, BN, DK), (pg, block.y, u, h)), kv)
+                tma_load(sv[st], Vt.tile((1, 1, D, BN), (pg, block.y, 0, u)), kv)
+                kv.commit()
 
     with role("softmax", warps=range(4, 8), regs=232):
         m = fragment(f32, (GM,), fill=-inf)     # running row max, in exp2 units
         l = fragment(f32, (GM,))                # running row sum of exp2
         o = fragment(f32, (GM, D), layout=wgmma_acc)
         qready.wait(0)
-        for j in range(ntiles):
-            t = first + j
-            st = kv.wait()
-            s = fragment(f32, (GM, BN), layout=wgmma_acc)
-            for h in range(D // DK):
-                wgmma(s, sq[h], sk[st, h].T)
-            wgmma_wait(0)
-            s = where(lt(col_index(s) + t * BN, n), s, MASKED)   # keys past the length
+        for j in range(npages):
+            for u in range(min(TPP, cdiv(n, BN) - (first + j) * TPP)):
+                t = (first + j) * TPP + u                      # the tile's place in the sequence
+                st = kv.wait()
+                s = fragment(f32, (GM, BN), layout=wgmma_acc)
+                for h in range(D // DK):
+                    wgmma(s, sq[h], sk[st, h].T)
+                wgmma_wait(0)
+                s = where(lt(col_index(s) + t * BN, n), s, MASKED)   # keys past the length
 
-            ms = maximum(m, row_max(s) * SCALE_LOG2)   # the new row max
-            p = exp2(fma(s, SCALE_LOG2, -unsqueeze(ms, 1)))
-            alpha = exp2(m - ms)                # 0 on the first tile (m = -inf)
-            l = fma(l, alpha, row_sum(p))
-            m = ms * 1.0                        # a new value (see docs/kernels/attention.md)
-            o = o * unsqueeze(alpha, 1)         # the previous P @ V has been waited for
-            wgmma(o, cast(p, bf16), sv[st].T)
-            wgmma_wait(0)
-            kv.release()
+                ms = maximum(m, row_max(s) * SCALE_LOG2)   # the new row max
+                p = exp2(fma(s, SCALE_LOG2, -unsqueeze(ms, 1)))
+                alpha = exp2(m - ms)                # 0 on the first tile (m = -inf)
+                l = fma(l, alpha, row_sum(p))
+                m = ms * 1.0                        # a new value (see docs/kernels/attention.md)
+                o = o * unsqueeze(alpha, 1)         # the previous P @ V has been waited for
+                wgmma(o, cast(p, bf16), sv[st].T)
+                wgmma_wait(0)
+                kv.release()
 
         # a split with no key kept m = -inf and l = 0: report Opart = 0 and the finite
         # LSE = MASKED / sqrt(D) (weight 0 in the combine); a split with keys has l > 0

@@ -3,12 +3,12 @@ output and its LSE, each sequence with its own length.
 
 One query token per sequence (flash-decoding).  Q (B, HKV, G, D) is the (B, H, D) query
 with its H = HKV * G heads grouped by KV head.  The KV cache is a pool of NPAGES pages of
-PAGE = 64 keys: K (NPAGES, HKV, PAGE, D) and Vt (NPAGES, HKV, D, PAGE) (V transposed per
+PAGE = 256 keys: K (NPAGES, HKV, PAGE, D) and Vt (NPAGES, HKV, D, PAGE) (V transposed per
 page).  PageTable (B, MAXPAGES) i32 maps sequence b's i-th page of keys to its pool page,
 SeqLens (B,) i32 is each sequence's number of keys (0 .. MAXPAGES * PAGE).
-Sequence b's NT = cdiv(SeqLens[b], 64) key tiles are cut into NSPLIT splits of
-TPS = cdiv(NT, NSPLIT) tiles; split sp holds keys [sp * TPS * 64, min((sp + 1) * TPS * 64,
-SeqLens[b])).  Outputs, per split, sequence and query head (f32):
+Sequence b's NP = cdiv(SeqLens[b], PAGE) pages are cut into NSPLIT splits of
+PPS = cdiv(NP, NSPLIT) pages; split sp holds keys [sp * PPS * PAGE,
+min((sp + 1) * PPS * PAGE, SeqLens[b])).  Outputs, per split, sequence and query head (f32):
   Opart = softmax(q . k / sqrt(D)) @ v over the split's keys,
   LSE   = log(sum exp(q . k / sqrt(D))) over the split's keys.
 A split with no key (past its sequence's end, or any split of a length-0 sequence) has
@@ -24,16 +24,16 @@ import numpy as np
 from cake_core.tasks import Dims, KernelEntry, Shape, Task, Tolerance, as_dtype
 
 D, G, HKV, BN = 128, 4, 8, 64
-PAGE = 64
+PAGE = 256
 MASKED = -1e6
 
 
-def split_bounds(n: int, nsplit: int) -> list[tuple[int, int]]:
-    """The key range of each split of a sequence of n keys: whole 64-key tiles by its own
-    length, the last ones possibly short or empty."""
-    tiles = -(-n // BN)
-    tps = -(-tiles // nsplit)
-    return [(min(sp * tps * BN, n), min((sp + 1) * tps * BN, n)) for sp in range(nsplit)]
+def split_bounds(n: int, nsplit: int, page: int) -> list[tuple[int, int]]:
+    """The key range of each split of a sequence of n keys: whole pages by its own length,
+    the last ones possibly short or empty."""
+    pages = -(-n // page)
+    keys = -(-pages // nsplit) * page
+    return [(min(sp * keys, n), min((sp + 1) * keys, n)) for sp in range(nsplit)]
 
 
 def seq_lens(b: int, cap: int, rng: np.random.Generator) -> np.ndarray:
@@ -82,7 +82,7 @@ def reference(x: dict[str, np.ndarray], dims: Dims) -> dict[str, np.ndarray]:
         v = np.concatenate([np.swapaxes(x["Vt"][p], 1, 2) for p in pages],
                            axis=1)[:, :n].astype(np.float64) if n else np.zeros((HKV, 0, D))
         scores = x["Q"][i].astype(np.float64) @ np.swapaxes(k, 1, 2) / np.sqrt(D)  # (HKV, G, n)
-        for sp, (lo, hi) in enumerate(split_bounds(n, nsplit)):
+        for sp, (lo, hi) in enumerate(split_bounds(n, nsplit, page)):
             if lo == hi:
                 continue
             sc = scores[..., lo:hi]
@@ -102,17 +102,17 @@ TASK = Task(
     inputs=inputs,
     reference=reference,
     outputs=("Opart", "LSE"),
-    # an 8K block table (128 pages of 64 keys), lengths ragged below it; NSPLIT per batch
+    # an 8K block table (32 pages of 256 keys), lengths ragged below it; NSPLIT per batch
     # as the contiguous task chooses it: NSPLIT * B * HKV blocks fill the 132 SMs once
-    shapes=(Shape({"B": 16, "MAXPAGES": 128, "NPAGES": 2048, "NSPLIT": 1}, 1.0,
+    shapes=(Shape({"B": 16, "MAXPAGES": 32, "NPAGES": 512, "NSPLIT": 1}, 1.0,
                   "headline: batch 16, 8K block table"),
-            Shape({"B": 1, "MAXPAGES": 128, "NPAGES": 128, "NSPLIT": 16}, 0.5, "batch 1"),
-            Shape({"B": 4, "MAXPAGES": 128, "NPAGES": 512, "NSPLIT": 4}, 0.5, "batch 4"),
-            Shape({"B": 64, "MAXPAGES": 128, "NPAGES": 8192, "NSPLIT": 1}, 0.5, "batch 64")),
-    sim_shapes=(Shape({"B": 4, "MAXPAGES": 5, "NPAGES": 23, "NSPLIT": 3},
-                      label="ragged: lengths 297, random, 1, 0; 3 noise pages"),
-                Shape({"B": 2, "MAXPAGES": 3, "NPAGES": 8, "NSPLIT": 4},
-                      label="more splits than tiles")),
+            Shape({"B": 1, "MAXPAGES": 32, "NPAGES": 32, "NSPLIT": 16}, 0.5, "batch 1"),
+            Shape({"B": 4, "MAXPAGES": 32, "NPAGES": 128, "NSPLIT": 4}, 0.5, "batch 4"),
+            Shape({"B": 64, "MAXPAGES": 32, "NPAGES": 2048, "NSPLIT": 1}, 0.5, "batch 64")),
+    sim_shapes=(Shape({"B": 4, "MAXPAGES": 2, "NPAGES": 11, "NSPLIT": 3},
+                      label="ragged: lengths 489, random, 1, 0; 3 noise pages"),
+                Shape({"B": 2, "MAXPAGES": 3, "NPAGES": 7, "NSPLIT": 2},
+                      label="a 2-page and a 1-page split")),
     # as attention_decode_split: Opart is a convex combination of V rows (|V| ~ 1) with P
     # rounded to bf16 before P @ V (2^-9 relative per weight), hence 2e-2; LSE errors are
     # f32 rounding of the scores and exp2/log2 (~1e-5, ~1e-2 absolute at an empty split's
