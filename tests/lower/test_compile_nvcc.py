@@ -29,7 +29,8 @@ STEMS = ["gemm_sm80", "gemm_sm90", "kmeans_assign_sm90", "kmeans_assign_sm90_dbu
          "attention_fwd_sm90_causal", "attention_fwd_sm90_d64",
          "attention_fwd_sm90_d256", "gemm_sm90_persistent", "grouped_gemm_sm90_routed",
          "attention_fwd_sm90_varlen",
-         "attention_decode_split_sm90", "attention_decode_combine_sm90"]
+         "attention_decode_split_sm90", "attention_decode_combine_sm90",
+         "attention_decode_split_sm90_paged"]
 SERIALIZED: dict[str, list[str]] = {}
 """Examples ptxas builds with serialized wgmmas (CK604), with the codes expected: none
 today.  The ping-pong attention takes S a multiple of its key tile for this reason (its key

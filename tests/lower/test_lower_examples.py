@@ -18,7 +18,8 @@ STEMS = ["gemm_sm80", "gemm_sm90", "kmeans_assign_sm90", "kmeans_assign_sm90_dbu
          "attention_fwd_sm90_pingpong", "attention_fwd_sm90_persistent",
          "attention_fwd_sm90_varlen",
          "attention_fwd_sm90_causal", "attention_fwd_sm90_d64",
-         "attention_fwd_sm90_d256", "attention_decode_split_sm90"]
+         "attention_fwd_sm90_d256", "attention_decode_split_sm90",
+         "attention_decode_split_sm90_paged"]
 _LINE = re.compile(r'^#line (\d+) "([^"]*)"$')
 
 

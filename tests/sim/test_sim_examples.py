@@ -42,6 +42,8 @@ EXAMPLES = [
     ("attention_fwd_d256", "examples/attention_fwd_sm90_d256.cake", "attention_fwd_sm90_d256"),
     ("attention_decode_split", "examples/attention_decode_split_sm90.cake",
      "attention_decode_split_sm90"),
+    ("attention_decode_paged", "examples/attention_decode_split_sm90_paged.cake",
+     "attention_decode_split_sm90_paged"),
     # attention_decode_combine_sm90 has no tile edge to be ragged on (its dims are the
     # batch and the split count); tests/test_attention_decode.py runs it on the split
     # kernel's outputs.
@@ -57,6 +59,8 @@ NO_RAGGED_SHAPE = {
                                      "128-row work items",
     "attention_fwd_sm90_varlen": "its ragged edges are the sequences' lengths (read from "
                                  "memory), not its dims: every sim shape is ragged that way",
+    "attention_decode_split_sm90_paged": "its ragged edges are data, not dims: the task's "
+                                         "SeqLens hold lengths of 297, 169 and 0 keys",
 }
 
 
