@@ -72,8 +72,28 @@ def _same_elements(ctx: CallContext, dst: str, src: str, what: str) -> bool:
     return False
 
 
+def _unlimited(ctx: CallContext, name: str, what: str) -> bool:
+    """CK330: TMA and cp.async clip at the tensor's edges (the tensor map's bounds, the
+    source-size operand), never at a bound inside the tensor, so a `limit=` tile would be
+    read or written past its limit."""
+    t = ctx.type(name)
+    if not isinstance(t, TileType) or not t.limited:
+        return True
+    verb = "writes" if what == "tma_store" else "reads"
+    fix = ("store from registers with `store(tile, fragment)`, which honours the limit" if
+           what == "tma_store" else "load into registers with `load(tile)`, which reads "
+           "zeros past the limit")
+    ctx.error(codes.LIMITED_TILE_ASYNC_COPY,
+              f"{what} cannot honour this tile's `limit=`: it {verb} the whole tile up to "
+              "the tensor's edges", name,
+              notes=[f"{fix}; or drop `limit=` (keep `offset=`) and mask the elements past "
+                     "the bound with `where`"])
+    return False
+
+
 def _tma_load_rule(ctx: CallContext) -> Type:
-    if not _same_elements(ctx, "dst", "src", "tma_load"):
+    if not _same_elements(ctx, "dst", "src", "tma_load") or \
+            not _unlimited(ctx, "src", "tma_load"):
         return ErrorType()
     bar = ctx.type("bar")
     if isinstance(bar, BarrierType) and bar.n > 1 and not bar.indexed:
@@ -91,11 +111,13 @@ def _tma_load_rule(ctx: CallContext) -> Type:
 
 
 def _tma_store_rule(ctx: CallContext) -> Type:
-    return NoneType() if _same_elements(ctx, "dst", "src", "tma_store") else ErrorType()
+    return NoneType() if _same_elements(ctx, "dst", "src", "tma_store") and \
+        _unlimited(ctx, "dst", "tma_store") else ErrorType()
 
 
 def _cp_async_rule(ctx: CallContext) -> Type:
-    return NoneType() if _same_elements(ctx, "dst", "src", "cp_async") else ErrorType()
+    return NoneType() if _same_elements(ctx, "dst", "src", "cp_async") and \
+        _unlimited(ctx, "src", "cp_async") else ErrorType()
 
 
 def _group_wait_rule(ctx: CallContext) -> Type:
