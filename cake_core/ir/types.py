@@ -228,7 +228,8 @@ class TileType(Type):
     limited: bool = False
 
     def describe(self) -> str:
-        return f"Tile[{self.dtype.value}, {shape_str(self.shape)}] of {self.tensor}"
+        clip = ", clipped at its limit=" if self.limited else ""
+        return f"Tile[{self.dtype.value}, {shape_str(self.shape)}] of {self.tensor}{clip}"
 
 
 @dataclass(frozen=True, slots=True)

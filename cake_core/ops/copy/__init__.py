@@ -79,15 +79,14 @@ def _unlimited(ctx: CallContext, name: str, what: str) -> bool:
     t = ctx.type(name)
     if not isinstance(t, TileType) or not t.limited:
         return True
-    verb = "writes" if what == "tma_store" else "reads"
-    fix = ("store from registers with `store(tile, fragment)`, which honours the limit" if
-           what == "tma_store" else "load into registers with `load(tile)`, which reads "
-           "zeros past the limit")
+    engine = "cp.async" if what == "cp_async" else "TMA"
+    fix = ("store from registers with `store(tile, fragment)`, which drops the elements "
+           "past the limit" if what == "tma_store" else "load into registers with "
+           "`load(tile)`, which reads zeros past the limit")
     ctx.error(codes.LIMITED_TILE_ASYNC_COPY,
-              f"{what} cannot honour this tile's `limit=`: it {verb} the whole tile up to "
-              "the tensor's edges", name,
-              notes=[f"{fix}; or drop `limit=` (keep `offset=`) and mask the elements past "
-                     "the bound with `where`"])
+              f"{what} cannot honour this tile's `limit=` ({engine} clips at the tensor's "
+              f"edges only): {fix}, or drop `limit=` (keep `offset=`) and mask the elements "
+              "past the bound with `where`", name)
     return False
 
 

@@ -171,8 +171,9 @@ def _element_ints(ctx: CallContext, name: str, rank: int, what: str) -> bool:
         return True
     elts = elements(ctx.value(name))
     if len(elts) != rank:
-        ctx.error(codes.BAD_INDEX, f"`{name}` has {len(elts)} entr{'y' if len(elts) == 1 else 'ies'}"
-                  f" for a rank-{rank} tile; give one {what} per dimension", name)
+        noun = "entry" if len(elts) == 1 else "entries"
+        ctx.error(codes.BAD_INDEX, f"`{name}` has {len(elts)} {noun} for a rank-{rank} tile; "
+                  f"give one {what} per dimension", name)
         return False
     for e in elts:
         if not isinstance(e.type, IntType):
@@ -324,7 +325,8 @@ end = load_scalar(CuSeqlens, (block.z + 1,))
 store(O.tile((BM, D), (block.x, 0), offset=(start, 0), limit=(end, D)), o)
 ```""",
         receiver=TensorType,
-        signature_doc="Tensor.tile(shape, coords, offset=None, limit=None)", facets=_FACETS.of("tensor_tile"),
+        signature_doc="Tensor.tile(shape, coords, offset=None, limit=None)",
+        facets=_FACETS.of("tensor_tile"),
         traits=frozenset({Trait.THREAD_LOCAL, Trait.GLOBAL_TILE, Trait.SINGLE_THREAD}),
     ),
     Primitive(
