@@ -386,3 +386,57 @@ def test_varlen_attention_needs_its_limit_and_its_mask(old: str, new: str) -> No
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_nvcc_builds_varlen_attention() -> None:
     assert_builds_clean(VARLEN)
+
+
+VARLEN_TASK = '''"""Variable-length attention over a packed batch (tests/test_tile_offset.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+from cake_core.tasks import Shape, Task, Tolerance, as_dtype
+
+CU = np.array({cu}, dtype=np.int32)
+H, D = {heads}, {head_dim}
+DIMS = {dims}
+
+
+def inputs(dims, rng):
+    t = dims["T"]
+    return {{"Q": as_dtype(rng.standard_normal((t, H * D)), "bf16"),
+            "K": as_dtype(rng.standard_normal((t, H * D)), "bf16"),
+            "Vt": as_dtype(rng.standard_normal((H * D, t)), "bf16"), "CuSeqlens": CU}}
+
+
+def reference(x, dims):
+    out = np.zeros((dims["T"], H * D))
+    v_all = x["Vt"].T.astype(np.float64)
+    for b in range(len(CU) - 1):
+        rows = slice(int(CU[b]), int(CU[b + 1]))
+        if CU[b + 1] == CU[b]:
+            continue
+        for h in range(H):
+            cols = slice(h * D, (h + 1) * D)
+            q = x["Q"][rows, cols].astype(np.float64)
+            k = x["K"][rows, cols].astype(np.float64)
+            s = q @ k.T / np.sqrt(D)
+            p = np.exp(s - s.max(axis=-1, keepdims=True))
+            out[rows, cols] = (p @ v_all[rows, cols]) / p.sum(axis=-1, keepdims=True)
+    return {{"O": as_dtype(out, "bf16")}}
+
+
+TASK = Task(name="attention_varlen_unpadded", description="varlen attention, packed batch",
+            kernels=(), inputs=inputs, reference=reference, outputs=("O",),
+            shapes=(Shape(DIMS),), sim_shapes=(Shape(DIMS),),
+            tolerances={{"bf16": Tolerance(atol=1e-2, rtol=1e-2)}}, baseline="none")
+'''
+
+
+@pytest.mark.skipif(not host_compiler_present(), reason="needs a host C++ compiler")
+def test_varlen_attention_matches_under_emulation(tmp_path: Path) -> None:
+    lengths = (70, 150, 0, 5, 135)   # 360 rows: every row of O belongs to a sequence
+    cu = _cu(lengths)
+    dims = {"B": len(lengths), "H": HEADS, "T": int(cu[-1]), "SMAX": max(lengths)}
+    task_path = tmp_path / "attention_varlen_unpadded_task.py"
+    task_path.write_text(VARLEN_TASK.format(cu=cu.tolist(), heads=HEADS, head_dim=HEAD_DIM,
+                                            dims=dims))
+    assert_emulates(VARLEN, load_task(str(task_path)), dims, seeds=(0,))
