@@ -41,6 +41,19 @@ def seg_affine(X: Tensor[f32, (T, D)], Cu: Tensor[i32, (B + 1,)], Y: Tensor[f32,
     store(Y.tile((BM, D), (block.x, 0), offset=(start, 0), limit=(end, D)), x * 2.0 + 1.0)
 '''
 
+# the same through cp.async into shared memory (an offset tile; the limit is the store's)
+CP_ASYNC = HEAD + '''@kernel(arch="sm_80", grid=(cdiv(SMAX, BM), B), warps=4)
+def seg_cp_async(X: Tensor[f32, (T, D)], Cu: Tensor[i32, (B + 1,)], Y: Tensor[f32, (T, D)]):
+    start = load_scalar(Cu, (block.y,))
+    end = load_scalar(Cu, (block.y + 1,))
+    sx = smem(f32, (BM, D))
+    cp_async(sx, X.tile((BM, D), (block.x, 0), offset=(start, 0)))
+    cp_async_commit()
+    cp_async_wait(0)
+    syncthreads()
+    store(Y.tile((BM, D), (block.x, 0), offset=(start, 0), limit=(end, D)), load(sx) * 2.0 + 1.0)
+'''
+
 # packed -> padded: P[b, i] = X[cu[b] + i] for i < len(b), zeros past the length
 UNPACK = HEAD + '''@kernel(arch="sm_90a", grid=(cdiv(SMAX, BM), B), warps=4)
 def unpack(X: Tensor[f32, (T, D)], Cu: Tensor[i32, (B + 1,)], P: Tensor[f32, (B, SMAX, D)]):
@@ -100,9 +113,10 @@ def _affine_inputs(lengths: tuple[int, ...], extra: int, d: int = 32
     return dims, {"X": x, "Cu": cu, "Y": np.full((t, d), SENTINEL, np.float32)}
 
 
-def test_a_tile_at_a_run_time_element_offset_is_simulated() -> None:
+@pytest.mark.parametrize("text", [AFFINE, CP_ASYNC], ids=["load", "cp_async"])
+def test_a_tile_at_a_run_time_element_offset_is_simulated(text: str) -> None:
     dims, inputs = _affine_inputs(LENGTHS, extra=0)
-    y = _run(AFFINE, dims, inputs)["Y"]
+    y = _run(text, dims, inputs)["Y"]
     np.testing.assert_array_equal(y, 2.0 * inputs["X"] + 1.0)
 
 
@@ -247,6 +261,20 @@ def test_the_cost_model_follows_a_run_time_offset_to_the_block_it_was_read_for()
 
 
 # --- the lowering ---------------------------------------------------------------------------
+def test_cp_async_needs_a_chunk_aligned_column_offset() -> None:
+    from cake_core.lower import lower_source
+    from cake_core.source import SourceFile
+
+    text = CP_ASYNC.replace("sx, X.tile((BM, D), (block.x, 0), offset=(start, 0))",
+                            "sx, X.tile((BM, D), (block.x, 0), offset=(0, start))")
+    assert text != CP_ASYNC
+    result = lower_source(SourceFile(text, "k.cake"))
+    assert result.cu is None
+    found = [d for d in result.diagnostics if "16-byte chunks" in d.message]
+    assert found and found[0].span.start.offset == text.index("X.tile((BM, D), (block.x, 0), "
+                                                              "offset=(0, start))")
+
+
 def test_the_lowering_adds_the_offset_and_checks_the_limit() -> None:
     from cake_core.lower import lower_source
     from cake_core.source import SourceFile
@@ -257,10 +285,22 @@ def test_the_lowering_adds_the_offset_and_checks_the_limit() -> None:
     affine = lower_source(SourceFile(AFFINE, "k.cake")).cu
     assert affine is not None
     assert "grow < T && grow < end" in affine  # the limit clips as the edge does
+    text, found = _check(SX + '''
+store(sx, load(X.tile((BM, D), (block.x, 0))))
+fence_proxy_async()
+syncthreads()
+with elect_one():
+    tma_store(Y.tile((BM, D), (block.x, 0), offset=(start, 0)), sx)
+    tma_store_wait(0)
+'''.strip("\n"))
+    assert found == []
+    stored = lower_source(SourceFile(text, "k.cake")).cu
+    assert stored is not None
+    assert "SMEM_SX_OFFSET, 0, int(blockIdx.x) * 64 + start" in stored
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-@pytest.mark.parametrize("text", [AFFINE, TMA], ids=["load-store", "tma"])
+@pytest.mark.parametrize("text", [AFFINE, CP_ASYNC, TMA], ids=["load-store", "cp_async", "tma"])
 def test_nvcc_builds_the_offset_kernels(text: str, tmp_path: Path) -> None:
     path = tmp_path / "k.cake"
     path.write_text(text)
@@ -302,8 +342,9 @@ TASK = Task(name="tile_offset", description="a packed batch, each sequence's row
 @pytest.mark.skipif(not host_compiler_present(), reason="needs a host C++ compiler")
 @pytest.mark.parametrize(("text", "lengths", "d", "dtype", "scale", "shift"), [
     (AFFINE, LENGTHS, 32, "f32", 2.0, 1.0),
+    (CP_ASYNC, LENGTHS, 32, "f32", 2.0, 1.0),
     (TMA, TMA_LENGTHS, 64, "bf16", 2.0, 0.0),
-], ids=["load-store", "tma"])
+], ids=["load-store", "cp_async", "tma"])
 def test_the_lowered_offsets_match_under_emulation(
         tmp_path: Path, text: str, lengths: tuple[int, ...], d: int, dtype: str,
         scale: float, shift: float) -> None:
