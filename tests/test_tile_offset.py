@@ -481,3 +481,15 @@ def test_varlen_attention_matches_under_emulation(tmp_path: Path) -> None:
     task_path.write_text(VARLEN_TASK.format(cu=cu.tolist(), heads=HEADS, head_dim=HEAD_DIM,
                                             dims=dims))
     assert_emulates(VARLEN, load_task(str(task_path)), dims, seeds=(0,))
+
+
+def test_a_tile_type_says_it_is_offset_and_limited() -> None:
+    from cake_core.ir.types import TileType
+
+    res = check_text(AFFINE, "k.cake")
+    assert res.program is not None
+    tiles = [op.results[0].type for op in res.program.kernels[0].ops() if op.name == "tile"]
+    assert all(isinstance(t, TileType) for t in tiles)
+    assert [t.describe() for t in tiles] == [
+        "Tile[f32, (16, 32)] of X at an element offset, clipped at its limit",
+        "Tile[f32, (16, 32)] of Y at an element offset, clipped at its limit"]

@@ -226,10 +226,13 @@ class TileType(Type):
     tensor: str
     tensor_shape: Shape
     limited: bool = False
+    shifted: bool = False
+    """Placed with `offset=`: its origin is `coords * shape + offset` elements (hovers)."""
 
     def describe(self) -> str:
-        clip = ", clipped at its limit=" if self.limited else ""
-        return f"Tile[{self.dtype.value}, {shape_str(self.shape)}] of {self.tensor}{clip}"
+        where = (" at an element offset" if self.shifted else "") + \
+            (", clipped at its limit" if self.limited else "")
+        return f"Tile[{self.dtype.value}, {shape_str(self.shape)}] of {self.tensor}{where}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -198,7 +198,8 @@ def _tensor_tile_rule(ctx: CallContext) -> Type:
     if not _element_ints(ctx, "offset", len(shape), "element offset") or \
             not _element_ints(ctx, "limit", len(shape), "element bound"):
         return ErrorType()
-    return TileType(t.dtype, shape, ctx.value("self").name, t.shape, ctx.has("limit"))
+    return TileType(t.dtype, shape, ctx.value("self").name, t.shape, ctx.has("limit"),
+                    ctx.has("offset"))
 
 
 def _smem_tile_rule(ctx: CallContext) -> Type:
