@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from cake_core.cost.banks import op_conflict
 from cake_core.cost.evaluate import evaluate
 from cake_core.ir.symbolic import SymExpr, Var
-from cake_core.ir.types import FragmentType, TileType, Type
+from cake_core.ir.types import FragmentType, IntType, NoneType, TileType, Type
 from cake_core.verify.register_estimate import PER_WARP_LAYOUTS
 
 if TYPE_CHECKING:
@@ -191,31 +191,66 @@ class CostContext:
                             group, self.tile_coords(value))
 
     def tile_coords(self, value: Value) -> tuple[SymExpr, ...]:
-        """The tile's coordinate expressions (empty when they are not known)."""
+        """The tile's position expressions (empty when they are not known): its tile
+        coordinates, or with `offset=` its element origins `coords * shape + offset`,
+        which tell the same tiles apart."""
         op = self.producers.get(id(value))
         if op is None or "coords" not in op.args:
             return ()
-        coords = op.args["coords"]
-        elts = coords.const if isinstance(coords.const, tuple) else (coords,)
-        syms = tuple(getattr(e, "sym", None) for e in elts)
-        return () if any(s is None for s in syms) else syms  # type: ignore[return-value]
+        syms = tuple(getattr(e, "sym", None) for e in _elts(op.args["coords"]))
+        if any(s is None for s in syms):
+            return ()
+        offset = op.args.get("offset")
+        if offset is None or isinstance(offset.type, NoneType):
+            return syms  # type: ignore[return-value]
+        shape = tuple(getattr(e, "sym", None) for e in _elts(op.args["shape"]))
+        offs = tuple(getattr(e, "sym", None) for e in _elts(offset))
+        if any(s is None for s in (*shape, *offs)) or len(offs) != len(syms):
+            return ()  # a run-time offset: the tiles cannot be told apart statically
+        return tuple(c * h + o for c, h, o in zip(syms, shape, offs, strict=True))  # type: ignore[operator]
 
     def tile_axes(self, value: Value) -> frozenset[str]:
-        """Grid axes the tile's coordinates depend on (through `block.x` and friends)."""
+        """Grid axes the tile's position depends on (through `block.x` and friends).
+
+        An `offset=` entry counts too.  A run-time one (an int read with `load_scalar`)
+        depends on the axes of the index it was read at; an int whose source cannot be
+        traced is taken to depend on every axis, so no reuse is assumed for it."""
         op = self.producers.get(id(value))
         if op is None or "coords" not in op.args:
             return frozenset({"x", "y", "z"})
-        coords = op.args["coords"]
-        elts = coords.const if isinstance(coords.const, tuple) else (coords,)
         axes: set[str] = set()
-        for e in elts:
+        for e in _elts(op.args["coords"]):
             sym = getattr(e, "sym", None)
-            if sym is None:
-                continue
-            for atom in _atoms_deep(sym):
-                if isinstance(atom, Var) and atom.name.startswith(("block.", "cluster.")):
-                    axes.add(atom.name.split(".", 1)[1])
+            if sym is not None:
+                axes |= _sym_axes(sym)
+        offset = op.args.get("offset")
+        if offset is not None and not isinstance(offset.type, NoneType):
+            for e in _elts(offset):
+                axes |= self._offset_axes(e, 0)
         return frozenset(a for a in axes if a in ("x", "y", "z"))
+
+    def _offset_axes(self, e: object, depth: int) -> set[str]:
+        sym = getattr(e, "sym", None)
+        if sym is not None:
+            return _sym_axes(sym)
+        if not isinstance(getattr(e, "type", None), IntType):
+            return set()
+        src = self.producers.get(id(e))
+        if src is None or "index" not in src.args or depth > 4:
+            return {"x", "y", "z"}
+        out: set[str] = set()
+        for i in _elts(src.args["index"]):
+            out |= self._offset_axes(i, depth + 1)
+        return out
+
+
+def _elts(v: Value) -> tuple[object, ...]:
+    return v.const if isinstance(v.const, tuple) else (v,)
+
+
+def _sym_axes(sym: SymExpr) -> set[str]:
+    return {atom.name.split(".", 1)[1] for atom in _atoms_deep(sym)
+            if isinstance(atom, Var) and atom.name.startswith(("block.", "cluster."))}
 
 
 def _atoms_deep(e: SymExpr) -> set[SymExpr]:

@@ -317,6 +317,11 @@ SCALAR_READ_OF_WRITTEN = _builtin(
     "CK329", "scalar-read-of-written-tensor",
     "`load_scalar` reads a tensor the kernel also writes: blocks run in any order, so the "
     "int read depends on which block ran first.")
+# CK330: a global tile with `limit=` given to TMA or cp.async (cake_core/ops/copy/__init__.py)
+LIMITED_TILE_ASYNC_COPY = _builtin(
+    "CK330", "limited-tile-async-copy",
+    "A global tile with `limit=` is given to `tma_load`, `tma_store` or `cp_async`, which "
+    "clip at the tensor's edges only and cannot honour the limit.")
 # CK335: fragments declared without a fill (cake_core/verify/uninitialized.py)
 UNINITIALIZED_FRAGMENT = _builtin(
     "CK335", "uninitialized-fragment",

@@ -216,16 +216,23 @@ class TileType(Type):
     """A tile of a global tensor: `A.tile((BM, BK), (block.x, k))`.
 
     Out-of-range parts of a tile are clipped on stores and zero-filled on loads, as TMA
-    and cp.async with a source size do.
+    and cp.async with a source size do.  `limited`: the tile was given `limit=`, a bound
+    inside the tensor that only register `load`/`store` can honour (TMA clips at the
+    tensor map's edges only), so the copies that take a tile can refuse it (CK330).
     """
 
     dtype: DType
     shape: Shape
     tensor: str
     tensor_shape: Shape
+    limited: bool = False
+    shifted: bool = False
+    """Placed with `offset=`: its origin is `coords * shape + offset` elements (hovers)."""
 
     def describe(self) -> str:
-        return f"Tile[{self.dtype.value}, {shape_str(self.shape)}] of {self.tensor}"
+        where = (" at an element offset" if self.shifted else "") + \
+            (", clipped at its limit" if self.limited else "")
+        return f"Tile[{self.dtype.value}, {shape_str(self.shape)}] of {self.tensor}{where}"
 
 
 @dataclass(frozen=True, slots=True)

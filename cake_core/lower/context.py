@@ -20,6 +20,7 @@ from cake_core.ir.types import (
     DType,
     FragmentType,
     IntType,
+    NoneType,
     PipelineType,
     ScalarType,
     StageType,
@@ -88,9 +89,18 @@ class TmapSpec:
 
 @dataclass(frozen=True)
 class TileRef:
+    """A global tile: origin[d] = coords[d] * shape[d] + offset[d] (elements), clipped at
+    the tensor's extent and, where given, at `limit[d]` (exclusive)."""
+
     tensor: TensorInfo
     shape: tuple[int, ...]
     coords: tuple[SymExpr, ...]
+    offset: tuple[SymExpr, ...] | None = None
+    limit: tuple[SymExpr, ...] | None = None
+
+    def origin(self, d: int) -> SymExpr:
+        start = S.mul(self.coords[d], Const(self.shape[d]))
+        return start if self.offset is None else S.add(start, self.offset[d])
 
 
 @dataclass(frozen=True)
@@ -379,7 +389,8 @@ class LowerContext:
         coords = op.args["coords"]
         syms = tuple(_index_sym(e) for e in elements(coords))
         assert shape is not None
-        ref = TileRef(tensor, shape, syms)
+        ref = TileRef(tensor, shape, syms, _element_syms(op, "offset"),
+                      _element_syms(op, "limit"))
         self.tiles[id(op.results[0])] = ref
         for name in self.plan.bindings.names_of(op):
             self.declare(("tile", name), ref)
@@ -396,7 +407,7 @@ class LowerContext:
         return hit
 
     def tile_origin(self, tile: TileRef, d: int) -> str:
-        return self.linear(S.mul(tile.coords[d], Const(tile.shape[d])))
+        return self.linear(tile.origin(d))
 
     def global_index(self, tile: TileRef, local: list[SymExpr], named: bool = False
                      ) -> tuple[str, list[str], str, str]:
@@ -407,8 +418,7 @@ class LowerContext:
         """
         rank = len(tile.shape)
         full = [Const(0)] * (rank - len(local)) + list(local)
-        idx = [self.linear(S.add(S.mul(tile.coords[d], Const(tile.shape[d])), full[d]))
-               for d in range(rank)]
+        idx = [self.linear(S.add(tile.origin(d), full[d])) for d in range(rank)]
         decls = ""
         if named:
             labels = ["row", "col"] if rank - len(local) <= rank - 2 and len(local) >= 2 else []
@@ -427,13 +437,16 @@ class LowerContext:
             lin = f"{lin if d == 1 else '(' + lin + ')'} * {paren(ext[d])} + {idx[d]}"
         checks = [f"{paren(i)} < {paren(e)}" for d, (i, e) in enumerate(zip(idx, ext, strict=True))
                   if i != "0" and not self._inside(tile, d)]
+        if tile.limit is not None:  # the limit clips as the tensor's edge does
+            checks += [f"{paren(i)} < {paren(self.linear(lim))}"
+                       for i, lim in zip(idx, tile.limit, strict=True)]
         return decls, idx, lin, " && ".join(checks) or "true"
 
     @staticmethod
     def _inside(tile: TileRef, d: int) -> bool:
         """Whether every element of the tile along `d` is provably inside the tensor."""
-        c, e = tile.coords[d].const, tile.tensor.shape[d].const
-        return c is not None and e is not None and (c + 1) * tile.shape[d] <= e
+        o, e = tile.origin(d).const, tile.tensor.shape[d].const
+        return o is not None and e is not None and o >= 0 and o + tile.shape[d] <= e
 
     def tmap(self, tile: TileRef, swizzle: int) -> TmapSpec:
         box = tuple(reversed(tile.shape))
@@ -515,6 +528,14 @@ def float_literal(x: float) -> str:
     if "e" not in text and "." not in text:
         text += ".0"
     return text + "f"
+
+
+def _element_syms(op: Op, name: str) -> tuple[SymExpr, ...] | None:
+    """A tile's `offset=` / `limit=` as index expressions (None when not given)."""
+    v = op.args.get(name)
+    if v is None or isinstance(v.type, NoneType):
+        return None
+    return tuple(_index_sym(e) for e in elements(v))
 
 
 def _index_sym(v: Value) -> SymExpr:

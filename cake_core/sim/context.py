@@ -447,7 +447,7 @@ class SimContext:
         t = tile.tensor
         src: list[slice] = []
         dst: list[slice] = []
-        for o, n, ext in zip(tile.origin, tile.shape, t.shape, strict=True):
+        for o, n, ext in zip(tile.origin, tile.shape, tile.bounds, strict=True):
             if o < 0 and not signed:
                 raise GlobalFault(f"tile {tile.describe()} starts at a negative coordinate of "
                                   f"`{t.name}`")

@@ -82,15 +82,29 @@ class GlobalTensor:
 
 @dataclass(frozen=True, slots=True)
 class TileRef:
-    """`T.tile(shape, coords)`: a box of a global tensor, resolved when a copy uses it."""
+    """`T.tile(shape, coords, offset=, limit=)`: a box of a global tensor, resolved when a
+    copy uses it.  `offset` is added to the origin in elements; `limit` (exclusive, in the
+    tensor's element coordinates) clips the box as the tensor's edge does."""
 
     tensor: GlobalTensor
     shape: tuple[int, ...]
     coords: tuple[int, ...]
+    offset: tuple[int, ...] | None = None
+    limit: tuple[int, ...] | None = None
 
     @property
     def origin(self) -> tuple[int, ...]:
-        return tuple(c * s for c, s in zip(self.coords, self.shape, strict=True))
+        off = self.offset or (0,) * len(self.shape)
+        return tuple(c * s + o for c, s, o in zip(self.coords, self.shape, off, strict=True))
+
+    @property
+    def bounds(self) -> tuple[int, ...]:
+        """Where the box is clipped along each dimension: the tensor's extent, or the
+        limit when it is tighter."""
+        ext = self.tensor.shape
+        if self.limit is None:
+            return tuple(ext)
+        return tuple(min(lim, e) for lim, e in zip(self.limit, ext, strict=True))
 
     @property
     def nbytes(self) -> int:

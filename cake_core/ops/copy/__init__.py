@@ -72,8 +72,27 @@ def _same_elements(ctx: CallContext, dst: str, src: str, what: str) -> bool:
     return False
 
 
+def _unlimited(ctx: CallContext, name: str, what: str) -> bool:
+    """CK330: TMA and cp.async clip at the tensor's edges (the tensor map's bounds, the
+    source-size operand), never at a bound inside the tensor, so a `limit=` tile would be
+    read or written past its limit."""
+    t = ctx.type(name)
+    if not isinstance(t, TileType) or not t.limited:
+        return True
+    engine = "cp.async" if what == "cp_async" else "TMA"
+    fix = ("store from registers with `store(tile, fragment)`, which drops the elements "
+           "past the limit" if what == "tma_store" else "load into registers with "
+           "`load(tile)`, which reads zeros past the limit")
+    ctx.error(codes.LIMITED_TILE_ASYNC_COPY,
+              f"{what} cannot honour this tile's `limit=` ({engine} clips at the tensor's "
+              f"edges only): {fix}, or drop `limit=` (keep `offset=`) and mask the elements "
+              "past the bound with `where`", name)
+    return False
+
+
 def _tma_load_rule(ctx: CallContext) -> Type:
-    if not _same_elements(ctx, "dst", "src", "tma_load"):
+    if not _same_elements(ctx, "dst", "src", "tma_load") or \
+            not _unlimited(ctx, "src", "tma_load"):
         return ErrorType()
     bar = ctx.type("bar")
     if isinstance(bar, BarrierType) and bar.n > 1 and not bar.indexed:
@@ -91,11 +110,13 @@ def _tma_load_rule(ctx: CallContext) -> Type:
 
 
 def _tma_store_rule(ctx: CallContext) -> Type:
-    return NoneType() if _same_elements(ctx, "dst", "src", "tma_store") else ErrorType()
+    return NoneType() if _same_elements(ctx, "dst", "src", "tma_store") and \
+        _unlimited(ctx, "dst", "tma_store") else ErrorType()
 
 
 def _cp_async_rule(ctx: CallContext) -> Type:
-    return NoneType() if _same_elements(ctx, "dst", "src", "cp_async") else ErrorType()
+    return NoneType() if _same_elements(ctx, "dst", "src", "cp_async") and \
+        _unlimited(ctx, "src", "cp_async") else ErrorType()
 
 
 def _group_wait_rule(ctx: CallContext) -> Type:

@@ -112,6 +112,11 @@ def cp_async(op: Op, ctx: LowerContext) -> str:
     if v.transposed or (v.cols * es) % 16 or g.pitch % 16 or not divides(v.col0, per_chunk):
         raise LowerError(at, "cp.async moves 16-byte chunks: the destination rows must be "
                          "16-byte multiples at 16-byte aligned columns")
+    if tile.offset is not None and not divides(tile.offset[-1], per_chunk):
+        raise LowerError(op.arg_spans.get("src", op.span),
+                         f"cp.async moves 16-byte chunks: the tile's offset along its last "
+                         f"dimension must be a multiple of {per_chunk} elements, and the "
+                         "lowering cannot prove it is (use `load` for an unaligned offset)")
     sq = _squeeze(tile.shape)
     if sq[-1] != v.cols:
         raise LowerError(at, "the tile's rows and the buffer view's rows differ in length")
@@ -295,7 +300,9 @@ def _access(op: Op, ctx: LowerContext, fv: FragVar, arg: str, *, store: bool) ->
             aligned = not v.transposed and g.pitch % (width * es) == 0 and divides(v.col0, width)
         else:
             assert tile is not None
-            aligned = tile.shape[-1] % width == 0 and divides(tile.tensor.shape[-1], width)
+            aligned = tile.shape[-1] % width == 0 and divides(tile.tensor.shape[-1], width) \
+                and (tile.offset is None or divides(tile.offset[-1], width)) \
+                and (tile.limit is None or divides(tile.limit[-1], width))
         if not aligned or (width * es) not in (2, 4, 8, 16):
             vec, width = None, 1
     full = nest(ctx, loops)

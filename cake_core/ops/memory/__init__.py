@@ -164,6 +164,25 @@ def _coords(ctx: CallContext, name: str, rank: int) -> bool:
     return True
 
 
+def _element_ints(ctx: CallContext, name: str, rank: int, what: str) -> bool:
+    """`offset=` / `limit=`: one int per dimension, counted in elements (any kind of int:
+    constants, dims, run-time ints such as `load_scalar` results)."""
+    if not ctx.has(name):
+        return True
+    elts = elements(ctx.value(name))
+    if len(elts) != rank:
+        noun = "entry" if len(elts) == 1 else "entries"
+        ctx.error(codes.BAD_INDEX, f"`{name}` has {len(elts)} {noun} for a rank-{rank} tile; "
+                  f"give one {what} per dimension", name)
+        return False
+    for e in elts:
+        if not isinstance(e.type, IntType):
+            ctx.error(codes.TYPE_MISMATCH, f"`{name}` entries must be ints (element counts), "
+                      f"got {e.type.describe()}", name)
+            return False
+    return True
+
+
 def _tensor_tile_rule(ctx: CallContext) -> Type:
     t = ctx.type("self")
     assert isinstance(t, TensorType)
@@ -176,7 +195,11 @@ def _tensor_tile_rule(ctx: CallContext) -> Type:
                          f"rank {len(t.shape)} {shape_str(t.shape)}", "shape")
     if not _coords(ctx, "coords", len(shape)):
         return ErrorType()
-    return TileType(t.dtype, shape, ctx.value("self").name, t.shape)
+    if not _element_ints(ctx, "offset", len(shape), "element offset") or \
+            not _element_ints(ctx, "limit", len(shape), "element bound"):
+        return ErrorType()
+    return TileType(t.dtype, shape, ctx.value("self").name, t.shape, ctx.has("limit"),
+                    ctx.has("offset"))
 
 
 def _smem_tile_rule(ctx: CallContext) -> Type:
@@ -278,7 +301,9 @@ done = mbarrier(count=1)
     Primitive(
         "tile", "memory",
         (param("self", TensorType), param("shape", *SHAPE_KINDS),
-         param("coords", TupleType, IntType)),
+         param("coords", TupleType, IntType),
+         param("offset", TupleType, IntType, NoneType, default=None),
+         param("limit", TupleType, IntType, NoneType, default=None)),
         _tensor_tile_rule,
         """The tile of a global tensor with constant `shape` at tile coordinates `coords`.
 
@@ -286,9 +311,23 @@ Coordinates count tiles, not elements: `A.tile((BM, BK), (block.x, k))` starts a
 `block.x * BM`, column `k * BK`.  Parts outside the tensor are zero-filled on loads and
 dropped on stores, as TMA does.  A tile whose leading extents are 1 copies to and from a
 buffer of lower rank: `tma_load(sx, X.tile((1, BM, D), (b, block.x, 0)), bar)` fills a
-(BM, D) buffer from a (B, N, D) tensor.""",
+(BM, D) buffer from a (B, N, D) tensor.
+
+`offset=` adds one int per dimension, in elements, to the origin (`coords[d] * shape[d] +
+offset[d]`): a packed sequence starting at row `start` is `Q.tile((BM, D), (t, 0),
+offset=(start, 0))`.  `limit=` is an exclusive element bound per dimension that clips the
+tile as the tensor's edge does: `load` reads zeros at and past it, `store` drops those
+elements.  TMA and cp.async clip at the tensor's edges only and refuse a limited tile
+(`CK330`).
+
+```python
+start = load_scalar(CuSeqlens, (block.z,))
+end = load_scalar(CuSeqlens, (block.z + 1,))
+store(O.tile((BM, D), (block.x, 0), offset=(start, 0), limit=(end, D)), o)
+```""",
         receiver=TensorType,
-        signature_doc="Tensor.tile(shape, coords)", facets=_FACETS.of("tensor_tile"),
+        signature_doc="Tensor.tile(shape, coords, offset=None, limit=None)",
+        facets=_FACETS.of("tensor_tile"),
         traits=frozenset({Trait.THREAD_LOCAL, Trait.GLOBAL_TILE, Trait.SINGLE_THREAD}),
     ),
     Primitive(

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from cake_core.ir.kernel import Op
-from cake_core.ir.types import BarrierType, FragmentType, PipelineType, SmemType, const_shape
+from cake_core.ir.types import (
+    BarrierType,
+    FragmentType,
+    NoneType,
+    PipelineType,
+    SmemType,
+    const_shape,
+)
 from cake_core.sim.context import SimContext, SimUnsupported
 from cake_core.sim.dtypes import VALUE, round_to
 from cake_core.sim.layout import SmemView
@@ -80,7 +87,14 @@ def _ints(x: object) -> tuple[int, ...]:
 def tensor_tile(op: Op, ctx: SimContext) -> TileRef:
     t = ctx.arg(op, "self")
     assert isinstance(t, GlobalTensor)
-    return TileRef(t, _ints(ctx.arg(op, "shape")), _ints(ctx.arg(op, "coords")))
+    offset = _ints(ctx.arg(op, "offset")) if _given(op, "offset") else None
+    limit = _ints(ctx.arg(op, "limit")) if _given(op, "limit") else None
+    return TileRef(t, _ints(ctx.arg(op, "shape")), _ints(ctx.arg(op, "coords")), offset, limit)
+
+
+def _given(op: Op, name: str) -> bool:
+    v = op.args.get(name)
+    return v is not None and not isinstance(v.type, NoneType)
 
 
 def smem_tile(op: Op, ctx: SimContext) -> SmemView:
