@@ -8,10 +8,11 @@ by sequences packed one after another, as a serving batch of prompts comes:
   by side (FlashAttention's varlen layout, (total, heads, head_dim) with the last two
   merged).  Vt (H * D, T): V transposed, as the plain kernel takes it.
 - Sequence b owns rows Offsets[b] .. Offsets[b] + Lens[b].  Each sequence starts on a
-  BM = 128-row boundary and is padded up to the next one (Offsets[b + 1] - Offsets[b] =
-  128 * cdiv(Lens[b], 128)): DeepGEMM's contiguous grouped layout, so a sequence's tiles are
-  whole tiles of the packed tensors.  The padding rows belong to no token; the kernel
-  writes zeros to them.
+  128-row boundary and is padded up to the next one (Offsets[b + 1] - Offsets[b] =
+  128 * cdiv(Lens[b], 128)): DeepGEMM's contiguous grouped layout.  The padding rows
+  belong to no token; the kernel writes zeros to them.  The kernel takes its tiles at an
+  element offset of the sequence's first row (`offset=`) and stores within its padded rows
+  (`limit=`), so its tile sizes are free of the alignment.
 - SMAX, the longest length, sizes the grid.
 
 Design: grid (cdiv(SMAX, BM), H, B); block (i, h, b) reads its sequence's offset and length
@@ -31,7 +32,8 @@ SCALE_LOG2 = 0.12751743074602467
 
 B = dim("B")                        # sequences
 H = dim("H")                        # heads
-T = dim("T", multiple_of=BM)        # rows of the packed tensors: every padded sequence
+ALIGN = 128                         # the layout's sequence alignment, in rows
+T = dim("T", multiple_of=ALIGN)     # rows of the packed tensors: every padded sequence
 SMAX = dim("SMAX")                  # the longest sequence: the grid's query tiles
 
 @kernel(arch="sm_90a", grid=(cdiv(SMAX, BM), H, B), warps=12)
@@ -46,23 +48,24 @@ def attention_fwd_sm90_varlen(Q: Tensor[bf16, (T, H * D)], K: Tensor[bf16, (T, H
     kv = pipeline(stages=STAGES, producer="load", consumer="softmax")
     fence_barrier_init()
     syncthreads()
-    # The sequence: its first row (a multiple of BM, so of BN too) and its length.
+    # The sequence: its first row, its padded end and its length.  Its tiles are taken at
+    # an element offset of `first` rows, so no tile size is tied to the layout's alignment.
     first = load_scalar(Offsets, (block.z,))
+    end = load_scalar(Offsets, (block.z + 1,))
     n = load_scalar(Lens, (block.z,), expect=T // B)
-    qt = first // BM + block.x                  # the query tile, in BM-row tiles of Q
-    kt = first // BN                            # the sequence's first key tile
 
     with role("load", warps=range(0, 4), regs=40):
         if block.x * BM < n:
             qready.expect_tx(BM * D * 2)
             for h in range(D // DK):
-                tma_load(sq[h], Q.tile((BM, DK), (qt, block.y * (D // DK) + h)), qready)
+                tma_load(sq[h], Q.tile((BM, DK), (block.x, block.y * (D // DK) + h),
+                                               offset=(first, 0)), qready)
             for j in range(cdiv(n, BN)):
                 st = kv.acquire()
                 for h in range(D // DK):
-                    tma_load(sk[st, h], K.tile((BN, DK), (kt + j, block.y * (D // DK) + h)),
-                             kv)
-                tma_load(sv[st], Vt.tile((D, BN), (block.y, kt + j)), kv)
+                    tma_load(sk[st, h], K.tile((BN, DK), (j, block.y * (D // DK) + h),
+                                               offset=(first, 0)), kv)
+                tma_load(sv[st], Vt.tile((D, BN), (block.y, j), offset=(0, first)), kv)
                 kv.commit()
 
     with role("softmax", warps=range(4, 12), regs=232):
@@ -93,4 +96,7 @@ def attention_fwd_sm90_varlen(Q: Tensor[bf16, (T, H * D)], K: Tensor[bf16, (T, H
             o = o / unsqueeze(l, 1)
             # rows past the sequence's end are its padding: no token, so zero
             o = where(lt(row_index(o) + block.x * BM, n), o, 0.0)
-            store(O.tile((BM, D), (qt, block.y)), cast(o, bf16))
+            # a query tile larger than the padding would reach the next sequence's rows:
+            # the limit keeps the store to this sequence's own (padded) rows
+            rows = O.tile((BM, D), (block.x, block.y), offset=(first, 0), limit=(end, H * D))
+            store(rows, cast(o, bf16))
