@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from cake_core.cost.banks import op_conflict
 from cake_core.cost.evaluate import evaluate
 from cake_core.ir.symbolic import SymExpr, Var
-from cake_core.ir.types import FragmentType, IntType, NoneType, TileType, Type
+from cake_core.ir.types import FragmentType, IntType, TileType, Type
 from cake_core.verify.register_estimate import PER_WARP_LAYOUTS
 
 if TYPE_CHECKING:
@@ -200,8 +200,8 @@ class CostContext:
         syms = tuple(getattr(e, "sym", None) for e in _elts(op.args["coords"]))
         if any(s is None for s in syms):
             return ()
-        offset = op.args.get("offset")
-        if offset is None or isinstance(offset.type, NoneType):
+        offset = op.given("offset")
+        if offset is None:
             return syms  # type: ignore[return-value]
         shape = tuple(getattr(e, "sym", None) for e in _elts(op.args["shape"]))
         offs = tuple(getattr(e, "sym", None) for e in _elts(offset))
@@ -223,8 +223,8 @@ class CostContext:
             sym = getattr(e, "sym", None)
             if sym is not None:
                 axes |= _sym_axes(sym)
-        offset = op.args.get("offset")
-        if offset is not None and not isinstance(offset.type, NoneType):
+        offset = op.given("offset")
+        if offset is not None:
             for e in _elts(offset):
                 axes |= self._offset_axes(e, 0)
         return frozenset(a for a in axes if a in ("x", "y", "z"))

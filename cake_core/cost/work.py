@@ -24,7 +24,7 @@ from cake_core.cost.persistent import TileLoops, distinct_tiles, find_tile_loops
 from cake_core.cost.record import FREE, CostContext, CostRecord, GlobalAccess
 from cake_core.cost.resources import ResourceReport, resource_report
 from cake_core.hardware import ArchSpec, GpuSpec, default_gpu, get_arch
-from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value
+from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role
 from cake_core.ir.symbolic import SM_COUNT, SymExpr, Var
 from cake_core.ir.types import IntType
 from cake_core.ir.uses import declarations, first_use, folds_into_wgmma
@@ -424,9 +424,6 @@ class _Walker:
         names: set[str] = set()
         blocks: dict[str, Var] = {}
         for leaf in condition_leaves(node.cond):
-            if isinstance(leaf, Value) and leaf.name in self._priced_ints:
-                names.add(leaf.name)    # a runtime int compared as it is (`x < n`)
-                continue
             if not isinstance(leaf, SymExpr):
                 return 1.0
             for a in leaf.atoms():

@@ -217,7 +217,12 @@ class OperatorEvaluation(CallEvaluation):
 
 
 def _sym_or(v: Value) -> object:
-    return v.sym if v.sym is not None else v
+    """A compared term as an expression where it is an int: an op's int result
+    (`n = load_scalar(...)`) becomes the variable its arithmetic uses (`cdiv(n, BN)` holds
+    `Var("n")`), so every pass evaluates `x < n` as it evaluates `cdiv(n, BN)`."""
+    if v.sym is not None:
+        return v.sym
+    return sym_of(v) if isinstance(v.type, IntType) else v
 
 
 def _is_number(v: Value) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cake_core.ir.symbolic import Dim, SymExpr, Var, cdiv, sub
-from cake_core.ir.types import DType, SmemLayout, Type
+from cake_core.ir.types import DType, NoneType, SmemLayout, Type
 from cake_core.source import Span
 
 if TYPE_CHECKING:
@@ -58,6 +58,12 @@ class Op:
     @property
     def name(self) -> str:
         return self.prim.name
+
+    def given(self, name: str) -> Value | None:
+        """An optional argument when the kernel gave it: omitted ones hold their default,
+        a None-typed Value, which every facet reads as absent."""
+        v = self.args.get(name)
+        return None if v is None or isinstance(v.type, NoneType) else v
 
     def __repr__(self) -> str:
         res = ", ".join(f"%{r.name}" for r in self.results)

@@ -20,7 +20,6 @@ from cake_core.ir.types import (
     DType,
     FragmentType,
     IntType,
-    NoneType,
     PipelineType,
     ScalarType,
     StageType,
@@ -532,10 +531,8 @@ def float_literal(x: float) -> str:
 
 def _element_syms(op: Op, name: str) -> tuple[SymExpr, ...] | None:
     """A tile's `offset=` / `limit=` as index expressions (None when not given)."""
-    v = op.args.get(name)
-    if v is None or isinstance(v.type, NoneType):
-        return None
-    return tuple(_index_sym(e) for e in elements(v))
+    v = op.given(name)
+    return None if v is None else tuple(_index_sym(e) for e in elements(v))
 
 
 def _index_sym(v: Value) -> SymExpr:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from cake_core.ir.kernel import ForOp, IfOp, Kernel, Node, Op, Role, Value, walk_nodes
 from cake_core.ir.symbolic import BinExpr, Const, Dim, SymExpr, Var
-from cake_core.ir.types import BarrierType, IntType, PipelineType, ScalarType
+from cake_core.ir.types import BarrierType, PipelineType, ScalarType
 from cake_core.ir.values import Predicate
 
 #: Index spaces whose value differs between the threads of one role.
@@ -92,20 +92,12 @@ def truth(v: Value, env: Env) -> bool | None:
         return True if True in vals else (None if None in vals else False)
     if p.op == "compare":
         ops, operands = p.chain
-        nums = [n for x in map(_as_sym, operands)
+        nums = [n for x in operands
                 if isinstance(x, SymExpr) and (n := evaluate(x, env)) is not None]
         if len(nums) != len(operands):
             return None
         return all(_CMP[o](a, b) for o, a, b in zip(ops, nums, nums[1:], strict=False))
     return None
-
-
-def _as_sym(x: object) -> object:
-    """A compared int that is an op's result (`n = load_scalar(...)`) as the variable its
-    arithmetic uses (`cdiv(n, BN)` holds `Var("n")`), so both evaluate alike."""
-    if isinstance(x, Value) and x.sym is None and isinstance(x.type, IntType):
-        return Var(x.name)
-    return x
 
 
 def condition_leaves(v: Value) -> Iterator[SymExpr | Value]:

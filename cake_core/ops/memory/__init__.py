@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cake_core.diagnostics import codes
 from cake_core.hardware import Feature
 from cake_core.ir.symbolic import SymExpr
@@ -150,18 +152,9 @@ def _mbarrier_rule(ctx: CallContext) -> Type:
 
 
 def _coords(ctx: CallContext, name: str, rank: int) -> bool:
-    v = ctx.value(name)
-    elts = elements(v)
-    if len(elts) != rank:
-        ctx.error(codes.BAD_INDEX, f"`{name}` has {len(elts)} coordinates for a rank-{rank} "
-                  "tile", name)
-        return False
-    for e in elts:
-        if not isinstance(e.type, IntType):
-            ctx.error(codes.TYPE_MISMATCH, f"tile coordinates must be ints, got "
-                      f"{e.type.describe()}", name)
-            return False
-    return True
+    return _ints_per_dim(ctx, name, rank,
+                         lambda n: f"`{name}` has {n} coordinates for a rank-{rank} tile",
+                         "tile coordinates must be ints")
 
 
 def _element_ints(ctx: CallContext, name: str, rank: int, what: str) -> bool:
@@ -169,16 +162,23 @@ def _element_ints(ctx: CallContext, name: str, rank: int, what: str) -> bool:
     constants, dims, run-time ints such as `load_scalar` results)."""
     if not ctx.has(name):
         return True
+    return _ints_per_dim(ctx, name, rank,
+                         lambda n: f"`{name}` has {n} {'entry' if n == 1 else 'entries'} for "
+                                   f"a rank-{rank} tile; give one {what} per dimension",
+                         f"`{name}` entries must be ints (element counts)")
+
+
+def _ints_per_dim(ctx: CallContext, name: str, rank: int, count: Callable[[int], str],
+                  not_int: str) -> bool:
+    """One int per dimension of a rank-`rank` tile: `count(n)` words the finding for `n`
+    entries, `not_int` the one for an entry of another type."""
     elts = elements(ctx.value(name))
     if len(elts) != rank:
-        noun = "entry" if len(elts) == 1 else "entries"
-        ctx.error(codes.BAD_INDEX, f"`{name}` has {len(elts)} {noun} for a rank-{rank} tile; "
-                  f"give one {what} per dimension", name)
+        ctx.error(codes.BAD_INDEX, count(len(elts)), name)
         return False
     for e in elts:
         if not isinstance(e.type, IntType):
-            ctx.error(codes.TYPE_MISMATCH, f"`{name}` entries must be ints (element counts), "
-                      f"got {e.type.describe()}", name)
+            ctx.error(codes.TYPE_MISMATCH, f"{not_int}, got {e.type.describe()}", name)
             return False
     return True
 

@@ -8,7 +8,6 @@ from cake_core.ir.kernel import Op
 from cake_core.ir.types import (
     BarrierType,
     FragmentType,
-    NoneType,
     PipelineType,
     SmemType,
     const_shape,
@@ -87,14 +86,9 @@ def _ints(x: object) -> tuple[int, ...]:
 def tensor_tile(op: Op, ctx: SimContext) -> TileRef:
     t = ctx.arg(op, "self")
     assert isinstance(t, GlobalTensor)
-    offset = _ints(ctx.arg(op, "offset")) if _given(op, "offset") else None
-    limit = _ints(ctx.arg(op, "limit")) if _given(op, "limit") else None
+    offset = _ints(ctx.arg(op, "offset")) if op.given("offset") else None
+    limit = _ints(ctx.arg(op, "limit")) if op.given("limit") else None
     return TileRef(t, _ints(ctx.arg(op, "shape")), _ints(ctx.arg(op, "coords")), offset, limit)
-
-
-def _given(op: Op, name: str) -> bool:
-    v = op.args.get(name)
-    return v is not None and not isinstance(v.type, NoneType)
 
 
 def smem_tile(op: Op, ctx: SimContext) -> SmemView:
