@@ -556,3 +556,15 @@ def test_wgmma_needs_sm90a_not_sm90() -> None:
     assert [(d.code, d.message.split("`")[1]) for d in r.diagnostics] == [
         ("CK108", "wgmma"), ("CK108", "wgmma_wait")]
     assert clean(GEMM_SM90, arch="sm_90a").arch == "sm_90a"
+
+
+@pytest.mark.parametrize("extent", ["div(R, 2)", "maximum(R, BR)", "R + 1.5"])
+def test_device_math_in_a_tensor_extent_is_a_located_finding(extent: str) -> None:
+    """A primitive call in a parameter's extents runs nowhere: the signature reports it
+    (once, at the shape) instead of the compiler failing on an op outside any body."""
+    text = elementwise("""\
+        store(Y.tile((BR, BC), (block.x, 0)), load(X.tile((BR, BC), (block.x, 0))))
+        """, params=f", Z: Tensor[f32, ({extent}, C)]")
+    d = only(text)
+    assert d.code == "CK109" and "tensor extents must be constants or dim() sizes" in d.message
+    assert f"Z: Tensor[f32, ({extent}, C)]" in text.splitlines()[d.span.start.line]

@@ -435,6 +435,11 @@ class KernelBuilder:
             self.note_use(const.base)
 
     def new_op(self, op: Op) -> None:
+        if not self.blocks:
+            # evaluated outside any body: a parameter's extents (`Tensor[f32, (div(N, 2),)]`).
+            # Nothing runs there, so the op is not emitted; the signature reports the
+            # extent that is not a constant or a dim() size.
+            return
         op.role = self.role.name if self.role else None
         if self.elected is not None and not runs_in_one_thread(op):
             self.diags.append(codes.BAD_ROLE.at(
